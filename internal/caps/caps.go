@@ -1,0 +1,44 @@
+// Package caps turns permission failures from the kernel into errors that
+// name the capability that is missing.
+package caps
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+)
+
+// Capabilities that xdpkit's operations need.
+const (
+	NetAdmin = "CAP_NET_ADMIN" // attach XDP programs, bind to a queue, busy-poll options
+	NetRaw   = "CAP_NET_RAW"   // create an AF_XDP socket
+	BPF      = "CAP_BPF"       // load the XDP program and its maps
+	IPCLock  = "CAP_IPC_LOCK"  // pin UMEM memory beyond RLIMIT_MEMLOCK
+)
+
+// Error is a permission failure together with the capability that would
+// have allowed the operation. It unwraps to the errno, so
+// errors.Is(err, os.ErrPermission) holds for EPERM and EACCES.
+type Error struct {
+	Op  string // the operation, e.g. "socket(AF_XDP)"
+	Cap string // the missing capability, e.g. CAP_NET_RAW
+	Err error  // the underlying error, usually a syscall.Errno
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s: %v (needs %s)", e.Op, e.Err, e.Cap)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Wrap returns err annotated with cap when err is EPERM or EACCES, and err
+// wrapped with op otherwise. A nil err stays nil.
+func Wrap(op, cap string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
+		return &Error{Op: op, Cap: cap, Err: err}
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

@@ -1,0 +1,37 @@
+// Package umem provides UMEM: the packet memory that an AF_XDP socket shares
+// with the kernel.
+//
+// A UMEM is one mapping outside the Go heap, page aligned (optionally on
+// 2 MiB huge pages), cut into equal frames ("chunks") of 2048 or 4096 bytes
+// and registered with the kernel through XDP_UMEM_REG on an AF_XDP socket.
+// Frames are named by their offset ("address") in the UMEM; descriptors on
+// the four AF_XDP rings carry these addresses, never pointers.
+//
+// Each frame may begin with a TX metadata area (XDP_UMEM_TX_METADATA_LEN):
+// the kernel looks for a [TxMetadata] immediately before the packet, at
+// desc.addr - TxMetadataLen, so a frame that carries metadata must leave that
+// much headroom in front of its data.
+//
+// # Frame ownership and accounting
+//
+// Every frame is always in exactly one place:
+//
+//	Free     in the allocator (Get / Put)
+//	Held     owned by the application (after Get, after RX, after a completion)
+//	Fill     on a fill ring, lent to the kernel for receiving
+//	TX       on a TX ring, lent to the kernel for sending
+//
+// The allocator is O(1) per frame with batch variants, allocates nothing,
+// and detects double frees. Package xsk reports ring crossings with
+// [UMEM.Moved], so [UMEM.Accounting] can show at any time where every frame
+// is, and a test can assert that none leaked: after a clean shutdown
+// Accounting().Free == Accounting().Total.
+//
+// # Lifetime
+//
+// The first socket created on a UMEM binds with the UMEM's own file
+// descriptor (the one it was registered on); further sockets share it with
+// XDP_SHARED_UMEM. Close the sockets first, then the UMEM: Close fails with
+// ErrBusy while sockets still use it, and is idempotent afterwards. After
+// Close, every slice returned by Frame or Bytes is invalid.
+package umem

@@ -1,0 +1,272 @@
+package umem
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpkit/xdpkit/internal/caps"
+)
+
+// Default sizes.
+const (
+	DefaultFrameSize  = 4096
+	DefaultFrameCount = 4096
+	// HugePageSize is the huge page size used with Config.HugePages.
+	HugePageSize = 2 << 20
+)
+
+// Errors returned by New and the allocator.
+var (
+	ErrFrameSize    = errors.New("umem: frame size must be 2048 or 4096")
+	ErrFrameCount   = errors.New("umem: frame count must be at least 1 and at most 1<<24")
+	ErrHeadroom     = errors.New("umem: headroom plus TX metadata does not fit the frame")
+	ErrMetadataLen  = errors.New("umem: TX metadata length must be a multiple of 8 below 256")
+	ErrNoHugePages  = errors.New("umem: no 2 MiB huge pages reserved (see /proc/sys/vm/nr_hugepages)")
+	ErrBusy         = errors.New("umem: still used by open sockets")
+	ErrDoubleFree   = errors.New("umem: frame returned twice")
+	ErrBadAddress   = errors.New("umem: address outside the UMEM")
+	ErrNotSupported = errors.New("umem: not supported by this kernel")
+)
+
+// Config describes a UMEM. The zero value, or a nil *Config, gives 4096
+// frames of 4096 bytes with no headroom and no TX metadata.
+type Config struct {
+	FrameSize  uint32 // 2048 or 4096; default 4096
+	FrameCount uint32 // default 4096
+	// Headroom is reserved by the kernel in front of every received packet
+	// (XDP_UMEM_REG frame_headroom).
+	Headroom uint32
+	// TxMetadataLen reserves room for a TxMetadata in front of every TX
+	// packet (XDP_UMEM_TX_METADATA_LEN). Use TxMetadataSize to request
+	// checksum offload; 0 disables TX metadata.
+	TxMetadataLen uint32
+	// TxSwCsum asks the kernel to compute requested checksums in software
+	// (XDP_UMEM_TX_SW_CSUM, copy mode only): for tests.
+	TxSwCsum bool
+	// HugePages backs the UMEM with 2 MiB huge pages; New fails with
+	// ErrNoHugePages when none are reserved.
+	HugePages bool
+}
+
+// UMEM is registered packet memory. Its allocator and accounting are safe
+// for concurrent use.
+type UMEM struct {
+	mem       []byte
+	fullMem   []byte // the mapping, rounded up to huge pages
+	fd        int
+	frameSize uint32
+	shift     uint
+	count     uint32
+	headroom  uint32
+	metaLen   uint32
+	flags     uint32
+	huge      bool
+
+	mu      sync.Mutex
+	free    []uint64 // stack of free frame addresses
+	isFree  []bool   // by frame index
+	closed  bool
+	sockets int  // sockets attached
+	fdTaken bool // the first socket binds with fd
+
+	fill atomic.Int64
+	tx   atomic.Int64
+}
+
+// New maps and registers a UMEM.
+func New(cfg *Config) (*UMEM, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.FrameSize == 0 {
+		c.FrameSize = DefaultFrameSize
+	}
+	if c.FrameCount == 0 {
+		c.FrameCount = DefaultFrameCount
+	}
+	if c.FrameSize != 2048 && c.FrameSize != 4096 {
+		return nil, fmt.Errorf("%w: got %d", ErrFrameSize, c.FrameSize)
+	}
+	if c.FrameCount > 1<<24 {
+		return nil, fmt.Errorf("%w: got %d", ErrFrameCount, c.FrameCount)
+	}
+	if c.TxMetadataLen%8 != 0 || c.TxMetadataLen >= 256 {
+		return nil, fmt.Errorf("%w: got %d", ErrMetadataLen, c.TxMetadataLen)
+	}
+	// The kernel needs XDP_PACKET_HEADROOM (256) in front of received data,
+	// plus the frame_headroom; TX metadata sits in front of the packet too.
+	if c.Headroom+c.TxMetadataLen+xdpPacketHeadroom+64 > c.FrameSize {
+		return nil, fmt.Errorf("%w: headroom %d + metadata %d in a %d-byte frame",
+			ErrHeadroom, c.Headroom, c.TxMetadataLen, c.FrameSize)
+	}
+	u := &UMEM{
+		fd:        -1,
+		frameSize: c.FrameSize,
+		count:     c.FrameCount,
+		headroom:  c.Headroom,
+		metaLen:   c.TxMetadataLen,
+		huge:      c.HugePages,
+	}
+	for 1<<u.shift < c.FrameSize {
+		u.shift++
+	}
+	if c.TxMetadataLen > 0 {
+		u.flags |= umemTxMetadataLen
+	}
+	if c.TxSwCsum {
+		u.flags |= umemTxSwCsum
+	}
+	size := int(c.FrameSize) * int(c.FrameCount)
+	flags := unix.MAP_PRIVATE | unix.MAP_ANONYMOUS | unix.MAP_POPULATE
+	if c.HugePages {
+		size = (size + HugePageSize - 1) &^ (HugePageSize - 1)
+		flags |= unix.MAP_HUGETLB // 2 MiB, the default huge page size
+	}
+	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, flags)
+	if err != nil {
+		if c.HugePages && errors.Is(err, unix.ENOMEM) {
+			return nil, fmt.Errorf("%w: mmap %d bytes: %w", ErrNoHugePages, size, err)
+		}
+		return nil, os.NewSyscallError("mmap", err)
+	}
+	u.mem = mem[:int(c.FrameSize)*int(c.FrameCount)]
+	u.fullMem = mem
+
+	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		_ = unix.Munmap(mem)
+		return nil, caps.Wrap("umem: socket(AF_XDP)", caps.NetRaw, os.NewSyscallError("socket", err))
+	}
+	u.fd = fd
+	if err := u.register(); err != nil {
+		unix.Close(fd)
+		_ = unix.Munmap(mem)
+		return nil, err
+	}
+	u.free = make([]uint64, c.FrameCount)
+	u.isFree = make([]bool, c.FrameCount)
+	// Hand out low addresses first: pop from the end.
+	for i := range u.free {
+		u.free[i] = uint64(c.FrameCount-1-uint32(i)) << u.shift
+	}
+	for i := range u.isFree {
+		u.isFree[i] = true
+	}
+	return u, nil
+}
+
+// Close unregisters and unmaps the UMEM. It fails with ErrBusy while
+// sockets still use it; after a successful Close it returns nil again.
+func (u *UMEM) Close() error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed {
+		return nil
+	}
+	if u.sockets > 0 {
+		return fmt.Errorf("%w: %d socket(s)", ErrBusy, u.sockets)
+	}
+	u.closed = true
+	var errs []error
+	if err := unix.Close(u.fd); err != nil {
+		errs = append(errs, os.NewSyscallError("close", err))
+	}
+	u.fd = -1
+	if err := unix.Munmap(u.fullMem); err != nil {
+		errs = append(errs, os.NewSyscallError("munmap", err))
+	}
+	u.mem, u.fullMem = nil, nil
+	return errors.Join(errs...)
+}
+
+// FD is the file descriptor the UMEM is registered on (XDP_SHARED_UMEM
+// sockets name it in their bind). It is -1 after Close.
+func (u *UMEM) FD() int { return u.fd }
+
+// FrameSize is the size of one frame (chunk) in bytes.
+func (u *UMEM) FrameSize() uint32 { return u.frameSize }
+
+// FrameCount is the number of frames.
+func (u *UMEM) FrameCount() uint32 { return u.count }
+
+// Headroom is the frame headroom registered with the kernel.
+func (u *UMEM) Headroom() uint32 { return u.headroom }
+
+// TxMetadataLen is the size of the TX metadata area in front of each TX
+// packet, 0 when TX metadata is off.
+func (u *UMEM) TxMetadataLen() uint32 { return u.metaLen }
+
+// TxSwCsum reports whether the UMEM was registered with XDP_UMEM_TX_SW_CSUM.
+func (u *UMEM) TxSwCsum() bool { return u.flags&umemTxSwCsum != 0 }
+
+// HugePages reports whether the UMEM is backed by huge pages.
+func (u *UMEM) HugePages() bool { return u.huge }
+
+// Size is the size of the UMEM in bytes (FrameSize * FrameCount).
+func (u *UMEM) Size() uint64 { return uint64(len(u.mem)) }
+
+// Bytes is the whole UMEM.
+func (u *UMEM) Bytes() []byte { return u.mem }
+
+// Base returns the address of the frame that contains addr.
+func (u *UMEM) Base(addr uint64) uint64 { return addr &^ uint64(u.frameSize-1) }
+
+// Frame returns the bytes of the frame that starts at (or contains) addr,
+// from addr to the end of that frame. It returns nil for an address outside
+// the UMEM.
+func (u *UMEM) Frame(addr uint64) []byte {
+	if addr >= uint64(len(u.mem)) {
+		return nil
+	}
+	end := u.Base(addr) + uint64(u.frameSize)
+	return u.mem[addr:end:end]
+}
+
+// Data returns the n bytes at addr if they lie inside one frame, and
+// false otherwise; use it for descriptors read from a ring.
+func (u *UMEM) Data(addr uint64, n uint32) ([]byte, bool) {
+	if addr >= uint64(len(u.mem)) {
+		return nil, false
+	}
+	end := u.Base(addr) + uint64(u.frameSize)
+	if addr+uint64(n) > end {
+		return nil, false
+	}
+	return u.mem[addr : addr+uint64(n) : end], true
+}
+
+// AttachSocket records a socket that uses the UMEM and reports whether it
+// is the first, which must bind with FD itself. Package xsk calls it.
+func (u *UMEM) AttachSocket() (first bool, err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed {
+		return false, os.ErrClosed
+	}
+	u.sockets++
+	if !u.fdTaken {
+		u.fdTaken = true
+		return true, nil
+	}
+	return false, nil
+}
+
+// DetachSocket undoes AttachSocket when the socket closes. first is what
+// AttachSocket returned and bound whether the socket's bind succeeded: a
+// first socket that never bound gives FD back to the next one. Once bound,
+// the UMEM's FD stays open (and its queue bound) until the UMEM closes, as
+// with libxdp.
+func (u *UMEM) DetachSocket(first, bound bool) {
+	u.mu.Lock()
+	u.sockets--
+	if first && !bound {
+		u.fdTaken = false
+	}
+	u.mu.Unlock()
+}

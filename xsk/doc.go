@@ -1,0 +1,49 @@
+// Package xsk provides AF_XDP sockets: the four rings shared with the
+// kernel, binding to a network device queue, wake-ups, statistics, and the
+// XDP program that steers packets into the sockets.
+//
+// # The four rings
+//
+// An AF_XDP socket exchanges frames of a [umem.UMEM] with the kernel through
+// four single-producer, single-consumer rings. Each ring is an array of
+// entries in memory mapped from the socket, with a producer index written
+// only by the producer and a consumer index written only by the consumer;
+// each side caches the other's index and reads it again (an atomic load,
+// which orders the entry accesses after it) only when the cache says the
+// ring is full or empty, and publishes its own index with an atomic store
+// after writing or reading the entries.
+//
+//	ring        entries            producer      consumer
+//	Fill        frame addresses    application   kernel     frames lent for receiving
+//	RX          descriptors        kernel        application  received packets
+//	TX          descriptors        application   kernel     packets to send
+//	Completion  frame addresses    kernel        application  sent frames given back
+//
+// A received frame travels Fill -> RX -> application, which either returns
+// it to the Fill ring or sends it (TX -> Completion), without copying: all
+// four rings name frames of the same UMEM. Several sockets (queues, or
+// devices) may share one UMEM; each then has its own Fill and Completion
+// ring (XDP_SHARED_UMEM).
+//
+// # Wake-ups
+//
+// With need_wakeup (on by default) the kernel sets a flag on the Fill or TX
+// ring when it stopped processing and wants a system call to start again.
+// [Socket.KickTX] and [Socket.KickRX] make that call only when the flag is
+// set, so a busy socket costs no system call per batch. EAGAIN, EBUSY and
+// ENOBUFS from a kick mean "kick again later" and are not errors; the
+// caller kicks again while [TXRing.Pending] is non-zero.
+//
+// # Waiting
+//
+// The socket's file descriptor is registered with the Go runtime's network
+// poller, so [Socket.WaitRX] blocks a goroutine, not an OS thread, until the
+// RX ring has descriptors or the context ends.
+//
+// # Copy and zero-copy
+//
+// Bind asks for zero-copy where the driver supports it and falls back to
+// copy mode ([ModeAuto]); [ModeCopy] and [ModeZeroCopy] force one.
+// [Socket.ZeroCopy] tells which the kernel gave. veth supports copy mode
+// only.
+package xsk

@@ -1,0 +1,528 @@
+package xsk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpkit/xdpkit/internal/caps"
+	"github.com/xdpkit/xdpkit/umem"
+)
+
+// Mode selects copy or zero-copy binding.
+type Mode int
+
+const (
+	// ModeAuto lets the kernel use zero-copy where the driver supports
+	// it, copy mode otherwise.
+	ModeAuto Mode = iota
+	// ModeCopy forces copy mode (XDP_COPY).
+	ModeCopy
+	// ModeZeroCopy forces zero-copy (XDP_ZEROCOPY); New fails with
+	// ErrNotSupported where the driver lacks it.
+	ModeZeroCopy
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeAuto:
+		return "auto"
+	case ModeCopy:
+		return "copy"
+	case ModeZeroCopy:
+		return "zero-copy"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// DefaultRingSize is the size of each ring when Config leaves it 0.
+const DefaultRingSize = 2048
+
+// Config configures a Socket. A nil *Config means all defaults.
+type Config struct {
+	// Ring sizes, powers of two; 0 means DefaultRingSize.
+	RXSize, TXSize, FillSize, CompletionSize uint32
+	// NoRX and NoTX leave out the RX or the TX ring (a TX-only or RX-only
+	// socket). Fill and Completion rings are always created.
+	NoRX, NoTX bool
+	// Mode chooses copy or zero-copy; the default tries zero-copy first.
+	Mode Mode
+	// NoNeedWakeup turns XDP_USE_NEED_WAKEUP off: every kick is then a
+	// system call.
+	NoNeedWakeup bool
+	// MultiBuffer binds with XDP_USE_SG: packets larger than one frame
+	// arrive and leave as chains of descriptors linked by OptContd.
+	// Without it the kernel drops such packets on RX.
+	MultiBuffer bool
+	// PreferBusyPoll sets SO_PREFER_BUSY_POLL, BusyPollTimeout
+	// SO_BUSY_POLL and BusyPollBudget SO_BUSY_POLL_BUDGET (CAP_NET_ADMIN
+	// to raise them). The kernel cannot read the budget back.
+	PreferBusyPoll  bool
+	BusyPollTimeout time.Duration
+	BusyPollBudget  int
+	// MaxTXBudget sets XDP_MAX_TX_SKB_BUDGET: how many frames one copy-mode
+	// sendto may send (the kernel's default is 32).
+	MaxTXBudget uint32
+	// BindTimeout bounds how long New retries a bind that fails with
+	// EBUSY (the kernel frees a queue some 20 ms after its socket closed).
+	// 0 means 500 ms; negative means no retry.
+	BindTimeout time.Duration
+}
+
+// Socket is an AF_XDP socket bound to one queue of one interface.
+//
+// Each ring is single-producer, single-consumer: use each from one
+// goroutine at a time. Close must not run concurrently with ring use.
+type Socket struct {
+	fd      int      // the AF_XDP socket
+	file    *os.File // a duplicate of fd registered with the runtime poller
+	rc      syscall.RawConn
+	umem    *umem.UMEM
+	first   bool // fd belongs to the UMEM
+	bound   bool
+	ifindex int
+	ifname  string
+	queue   int
+	zc      bool
+	wakeup  bool // XDP_USE_NEED_WAKEUP
+	sg      bool
+
+	fill FillRing
+	comp CompletionRing
+	rx   *RXRing
+	tx   *TXRing
+
+	kicksTX, kicksRX, kicksAgain atomic.Uint64
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ io.Closer = (*Socket)(nil)
+
+// New creates an AF_XDP socket on queue of the interface named ifname,
+// with frames from u, and binds it. The first socket of a UMEM binds with
+// the UMEM's own descriptor; the others share it (XDP_SHARED_UMEM) and
+// must be on another queue or interface.
+func New(ifname string, queue int, u *umem.UMEM, cfg *Config) (*Socket, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	for _, p := range []*uint32{&c.RXSize, &c.TXSize, &c.FillSize, &c.CompletionSize} {
+		if *p == 0 {
+			*p = DefaultRingSize
+		}
+		if *p&(*p-1) != 0 || *p > 1<<20 {
+			return nil, fmt.Errorf("%w: got %d", ErrRingSize, *p)
+		}
+	}
+	if u == nil {
+		return nil, errors.New("xsk: nil UMEM")
+	}
+	if queue < 0 {
+		return nil, fmt.Errorf("%w: queue %d", ErrQueue, queue)
+	}
+	ifi, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %w", ErrNoDevice, ifname, err)
+	}
+	if n, err := queueCount(ifname); err == nil && queue >= n {
+		return nil, fmt.Errorf("%w: queue %d of %s, which has %d", ErrQueue, queue, ifname, n)
+	}
+	first, err := u.AttachSocket()
+	if err != nil {
+		return nil, fmt.Errorf("xsk: UMEM: %w", err)
+	}
+	s := &Socket{fd: -1, umem: u, first: first, ifindex: ifi.Index, ifname: ifname, queue: queue}
+	if err := s.init(&c); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Socket) init(c *Config) error {
+	if s.first {
+		s.fd = s.umem.FD()
+	} else {
+		fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return caps.Wrap("xsk: socket(AF_XDP)", caps.NetRaw, os.NewSyscallError("socket", err))
+		}
+		s.fd = fd
+	}
+	sizes := []struct {
+		opt  int
+		size uint32
+		skip bool
+	}{
+		{unix.XDP_UMEM_FILL_RING, c.FillSize, false},
+		{unix.XDP_UMEM_COMPLETION_RING, c.CompletionSize, false},
+		{unix.XDP_RX_RING, c.RXSize, c.NoRX},
+		{unix.XDP_TX_RING, c.TXSize, c.NoTX},
+	}
+	for _, r := range sizes {
+		if r.skip {
+			continue
+		}
+		if err := unix.SetsockoptInt(s.fd, unix.SOL_XDP, r.opt, int(r.size)); err != nil {
+			return fmt.Errorf("xsk: ring size: %w", os.NewSyscallError("setsockopt", err))
+		}
+	}
+	off, err := mmapOffsets(s.fd)
+	if err != nil {
+		return fmt.Errorf("xsk: %w", err)
+	}
+	if err := s.fill.mmap(s.fd, off.Fr, c.FillSize); err != nil {
+		return fmt.Errorf("xsk: fill ring: %w", err)
+	}
+	s.fill.umem = s.umem
+	if err := s.comp.mmap(s.fd, off.Cr, c.CompletionSize); err != nil {
+		return fmt.Errorf("xsk: completion ring: %w", err)
+	}
+	s.comp.umem = s.umem
+	if !c.NoRX {
+		s.rx = &RXRing{umem: s.umem}
+		if err := s.rx.mmap(s.fd, off.Rx, c.RXSize); err != nil {
+			return fmt.Errorf("xsk: RX ring: %w", err)
+		}
+	}
+	if !c.NoTX {
+		s.tx = &TXRing{umem: s.umem}
+		if err := s.tx.mmap(s.fd, off.Tx, c.TXSize); err != nil {
+			return fmt.Errorf("xsk: TX ring: %w", err)
+		}
+	}
+	if err := s.setOptions(c); err != nil {
+		return err
+	}
+	if err := s.bind(c); err != nil {
+		return err
+	}
+	opts, err := unix.GetsockoptInt(s.fd, unix.SOL_XDP, unix.XDP_OPTIONS)
+	if err != nil {
+		return fmt.Errorf("xsk: %w", os.NewSyscallError("getsockopt(XDP_OPTIONS)", err))
+	}
+	s.zc = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
+	return s.initPoller()
+}
+
+func (s *Socket) setOptions(c *Config) error {
+	set := func(level, opt, val int, name string) error {
+		if err := unix.SetsockoptInt(s.fd, level, opt, val); err != nil {
+			return caps.Wrap("xsk: setsockopt("+name+")", caps.NetAdmin, os.NewSyscallError("setsockopt", err))
+		}
+		return nil
+	}
+	if c.PreferBusyPoll {
+		if err := set(unix.SOL_SOCKET, unix.SO_PREFER_BUSY_POLL, 1, "SO_PREFER_BUSY_POLL"); err != nil {
+			return err
+		}
+	}
+	if c.BusyPollTimeout > 0 {
+		if err := set(unix.SOL_SOCKET, unix.SO_BUSY_POLL, int(c.BusyPollTimeout/time.Microsecond), "SO_BUSY_POLL"); err != nil {
+			return err
+		}
+	}
+	if c.BusyPollBudget > 0 {
+		if err := set(unix.SOL_SOCKET, unix.SO_BUSY_POLL_BUDGET, c.BusyPollBudget, "SO_BUSY_POLL_BUDGET"); err != nil {
+			return err
+		}
+	}
+	if c.MaxTXBudget > 0 {
+		if err := set(unix.SOL_XDP, xdpMaxTxSkbBudget, int(c.MaxTXBudget), "XDP_MAX_TX_SKB_BUDGET"); err != nil {
+			if errors.Is(err, unix.ENOPROTOOPT) {
+				return fmt.Errorf("%w: XDP_MAX_TX_SKB_BUDGET (Linux 6.15): %w", ErrNotSupported, err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// XDP_MAX_TX_SKB_BUDGET (Linux 6.15), missing from golang.org/x/sys.
+const xdpMaxTxSkbBudget = 9
+
+func (s *Socket) bind(c *Config) error {
+	var flags uint16
+	switch c.Mode {
+	case ModeCopy:
+		flags |= unix.XDP_COPY
+	case ModeZeroCopy:
+		flags |= unix.XDP_ZEROCOPY
+	}
+	if !c.NoNeedWakeup {
+		flags |= unix.XDP_USE_NEED_WAKEUP
+		s.wakeup = true
+	}
+	if c.MultiBuffer {
+		flags |= unix.XDP_USE_SG
+		s.sg = true
+	}
+	sa := &unix.SockaddrXDP{Flags: flags, Ifindex: uint32(s.ifindex), QueueID: uint32(s.queue)}
+	if !s.first {
+		sa.Flags |= unix.XDP_SHARED_UMEM
+		sa.SharedUmemFD = uint32(s.umem.FD())
+	}
+	timeout := c.BindTimeout
+	if timeout == 0 {
+		timeout = 500 * time.Millisecond
+	}
+	deadline := time.Now().Add(timeout)
+	delay := time.Millisecond
+	for {
+		err := unix.Bind(s.fd, sa)
+		if err == nil {
+			s.bound = true
+			return nil
+		}
+		if errors.Is(err, unix.EBUSY) && time.Now().Before(deadline) {
+			time.Sleep(delay)
+			delay = min(2*delay, 50*time.Millisecond)
+			continue
+		}
+		return s.bindError(c, os.NewSyscallError("bind", err))
+	}
+}
+
+func (s *Socket) bindError(c *Config, err error) error {
+	where := fmt.Sprintf("%s queue %d", s.ifname, s.queue)
+	switch {
+	case errors.Is(err, unix.EBUSY):
+		return fmt.Errorf("%w: %s: %w", ErrBusy, where, err)
+	case errors.Is(err, unix.EOPNOTSUPP) && c.Mode == ModeZeroCopy:
+		return fmt.Errorf("%w: zero-copy on %s: %w", ErrNotSupported, where, err)
+	case errors.Is(err, unix.EOPNOTSUPP) && c.MultiBuffer:
+		return fmt.Errorf("%w: multi-buffer (XDP_USE_SG) on %s: %w", ErrNotSupported, where, err)
+	case errors.Is(err, unix.ENODEV):
+		return fmt.Errorf("%w: %s: %w", ErrNoDevice, where, err)
+	case errors.Is(err, unix.EINVAL):
+		if n, qerr := queueCount(s.ifname); qerr == nil && s.queue >= n {
+			return fmt.Errorf("%w: %s, which has %d: %w", ErrQueue, where, n, err)
+		}
+	}
+	return caps.Wrap("xsk: bind "+where, caps.NetAdmin, err)
+}
+
+func (s *Socket) initPoller() error {
+	dup, err := unix.FcntlInt(uintptr(s.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("xsk: %w", os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", err))
+	}
+	if err := unix.SetNonblock(dup, true); err != nil {
+		unix.Close(dup)
+		return fmt.Errorf("xsk: %w", os.NewSyscallError("fcntl(O_NONBLOCK)", err))
+	}
+	s.file = os.NewFile(uintptr(dup), fmt.Sprintf("xsk:%s/%d", s.ifname, s.queue))
+	rc, err := s.file.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("xsk: %w", err)
+	}
+	s.rc = rc
+	return nil
+}
+
+// Close unmaps the rings and closes the socket. It is idempotent. The
+// first socket of a UMEM leaves the UMEM's descriptor open (and its
+// queue bound) until the UMEM is closed.
+func (s *Socket) Close() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		// Unmap before closing: a mapping holds the socket, and with it
+		// the queue, until it goes.
+		errs = append(errs, s.fill.unmap(), s.comp.unmap())
+		if s.rx != nil {
+			errs = append(errs, s.rx.unmap())
+		}
+		if s.tx != nil {
+			errs = append(errs, s.tx.unmap())
+		}
+		if s.file != nil {
+			errs = append(errs, s.file.Close())
+		}
+		if !s.first && s.fd >= 0 {
+			if err := unix.Close(s.fd); err != nil {
+				errs = append(errs, os.NewSyscallError("close", err))
+			}
+		}
+		s.fd = -1
+		s.umem.DetachSocket(s.first, s.bound)
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// FD is the socket's file descriptor, to register in an XSKMAP.
+func (s *Socket) FD() int { return s.fd }
+
+// Queue is the queue the socket is bound to.
+func (s *Socket) Queue() int { return s.queue }
+
+// Ifindex is the index of the interface the socket is bound to.
+func (s *Socket) Ifindex() int { return s.ifindex }
+
+// Ifname is the name of the interface the socket is bound to.
+func (s *Socket) Ifname() string { return s.ifname }
+
+// UMEM is the socket's packet memory.
+func (s *Socket) UMEM() *umem.UMEM { return s.umem }
+
+// ZeroCopy reports whether the kernel bound the socket in zero-copy mode
+// (XDP_OPTIONS); false means copy mode.
+func (s *Socket) ZeroCopy() bool { return s.zc }
+
+// MultiBuffer reports whether the socket was bound with XDP_USE_SG.
+func (s *Socket) MultiBuffer() bool { return s.sg }
+
+// Fill returns the socket's Fill ring.
+func (s *Socket) Fill() *FillRing { return &s.fill }
+
+// Completion returns the socket's Completion ring.
+func (s *Socket) Completion() *CompletionRing { return &s.comp }
+
+// RX returns the RX ring, or nil for a socket created with NoRX.
+func (s *Socket) RX() *RXRing { return s.rx }
+
+// TX returns the TX ring, or nil for a socket created with NoTX.
+func (s *Socket) TX() *TXRing { return s.tx }
+
+// KickTX asks the kernel to send what is on the TX ring, with a system
+// call only when the ring's need_wakeup flag is set (or need_wakeup is
+// off). EAGAIN, EBUSY and ENOBUFS mean the kernel will take more later:
+// KickTX returns nil and the caller kicks again while TX().Pending() > 0.
+// Other failures, e.g. ENETDOWN or ENXIO when the link went away, are
+// returned.
+func (s *Socket) KickTX() error {
+	if s.tx == nil {
+		return ErrNoRing
+	}
+	if s.wakeup && !s.tx.needWakeup() {
+		return nil
+	}
+	return s.WakeTX()
+}
+
+// WakeTX makes the sendto system call unconditionally (busy polling).
+func (s *Socket) WakeTX() error {
+	s.kicksTX.Add(1)
+	_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	return s.kickResult("sendto", e)
+}
+
+// KickRX wakes the kernel when the Fill ring's need_wakeup flag is set,
+// so it takes the frames put on the Fill ring since it ran out.
+func (s *Socket) KickRX() error {
+	if s.wakeup && !s.fill.needWakeup() {
+		return nil
+	}
+	return s.WakeRX()
+}
+
+// WakeRX makes the recvfrom system call unconditionally (busy polling).
+func (s *Socket) WakeRX() error {
+	s.kicksRX.Add(1)
+	_, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	return s.kickResult("recvfrom", e)
+}
+
+func (s *Socket) kickResult(op string, e syscall.Errno) error {
+	switch e {
+	case 0:
+		return nil
+	case unix.EAGAIN, unix.EBUSY, unix.ENOBUFS:
+		s.kicksAgain.Add(1)
+		return nil
+	}
+	return fmt.Errorf("xsk: %s queue %d: %w", s.ifname, s.queue, os.NewSyscallError(op, e))
+}
+
+// Counters are the socket's own counts of system calls.
+type Counters struct {
+	KicksTX    uint64 // sendto calls
+	KicksRX    uint64 // recvfrom calls
+	KicksAgain uint64 // kicks answered EAGAIN, EBUSY or ENOBUFS
+}
+
+// Counters returns the socket's system-call counts.
+func (s *Socket) Counters() Counters {
+	return Counters{KicksTX: s.kicksTX.Load(), KicksRX: s.kicksRX.Load(), KicksAgain: s.kicksAgain.Load()}
+}
+
+// Stats is struct xdp_statistics.
+type Stats struct {
+	RXDropped           uint64 // dropped for reasons other than invalid descriptors (e.g. too large without MultiBuffer)
+	RXInvalidDescs      uint64
+	TXInvalidDescs      uint64
+	RXRingFull          uint64 // dropped because the RX ring was full
+	RXFillRingEmptyDesc uint64 // times the Fill ring was empty when a packet came
+	TXRingEmptyDescs    uint64 // times the kernel found the TX ring empty
+}
+
+var _ [48]byte = [unsafe.Sizeof(Stats{})]byte{}
+
+// Stats reads the kernel's XDP_STATISTICS for the socket.
+func (s *Socket) Stats() (Stats, error) {
+	st, err := getStats(s.fd)
+	if err != nil {
+		return st, fmt.Errorf("xsk: %w", err)
+	}
+	return st, nil
+}
+
+var aLongTimeAgo = time.Unix(1, 0)
+
+// WaitRX blocks until the RX ring has descriptors or ctx ends, without
+// holding an OS thread: the socket is registered with the runtime's
+// poller. It returns ctx.Err() when ctx ends first, and os.ErrClosed
+// after Close. Only one goroutine may wait on a socket at a time.
+func (s *Socket) WaitRX(ctx context.Context) error {
+	if s.rx == nil {
+		return ErrNoRing
+	}
+	return s.wait(ctx, func() bool { return s.rx.queued() > 0 })
+}
+
+// WaitTX blocks until the Completion ring has entries or the TX ring has
+// room, or ctx ends.
+func (s *Socket) WaitTX(ctx context.Context) error {
+	if s.tx == nil {
+		return ErrNoRing
+	}
+	return s.wait(ctx, func() bool { return s.comp.queued() > 0 || s.tx.pending() < s.tx.size })
+}
+
+func (s *Socket) wait(ctx context.Context, ready func() bool) error {
+	if ready() {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { _ = s.file.SetReadDeadline(aLongTimeAgo) })
+		defer func() {
+			if !stop() {
+				_ = s.file.SetReadDeadline(time.Time{})
+			}
+		}()
+	}
+	err := s.rc.Read(func(uintptr) bool { return ready() })
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("xsk: wait: %w", err)
+	}
+	return nil
+}
