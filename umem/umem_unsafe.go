@@ -99,3 +99,5 @@ func (u *UMEM) TxMetadataAt(addr uint64) *TxMetadata {
 	}
 	return (*TxMetadata)(unsafe.Pointer(&u.mem[addr-uint64(u.metaLen)]))
 }
+
+func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }

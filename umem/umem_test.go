@@ -1,0 +1,236 @@
+package umem
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("UMEM registration needs root (CAP_NET_RAW, CAP_IPC_LOCK); CI runs as root")
+		}
+		t.Skip("needs root")
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want error
+	}{
+		{Config{FrameSize: 1024}, ErrFrameSize},
+		{Config{FrameSize: 3000}, ErrFrameSize},
+		{Config{FrameSize: 8192}, ErrFrameSize},
+		{Config{FrameCount: 1<<24 + 1}, ErrFrameCount},
+		{Config{TxMetadataLen: 12}, ErrMetadataLen},
+		{Config{TxMetadataLen: 256}, ErrMetadataLen},
+		{Config{FrameSize: 2048, Headroom: 1800}, ErrHeadroom},
+	} {
+		u, err := New(&tc.cfg)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("New(%+v) = %v, want %v", tc.cfg, err, tc.want)
+		}
+		if u != nil {
+			t.Errorf("New(%+v) returned a UMEM with an error", tc.cfg)
+		}
+	}
+}
+
+func TestAllocator(t *testing.T) {
+	needRoot(t)
+	u, err := New(&Config{FrameSize: 2048, FrameCount: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	if got := u.Accounting(); got != (Accounting{Total: 64, Free: 64}) {
+		t.Fatalf("fresh UMEM: %s", got)
+	}
+	seen := map[uint64]bool{}
+	var addrs [64]uint64
+	n := u.GetBatch(addrs[:10])
+	a, ok := u.Get()
+	if n != 10 || !ok {
+		t.Fatalf("GetBatch = %d, Get ok = %v", n, ok)
+	}
+	for _, x := range append(addrs[:10:10], a) {
+		if x%2048 != 0 || x >= u.Size() || seen[x] {
+			t.Fatalf("bad or duplicate frame address %#x", x)
+		}
+		seen[x] = true
+		if f := u.Frame(x); len(f) != 2048 {
+			t.Fatalf("Frame(%#x) has %d bytes", x, len(f))
+		}
+	}
+	if got := u.Accounting(); got.Held != 11 || got.Free != 53 {
+		t.Fatalf("after taking 11: %s", got)
+	}
+	u.Moved(Held, Fill, 5)
+	u.Moved(Fill, Held, 2)
+	u.Moved(Held, TX, 4)
+	if got := u.Accounting(); got.Fill != 3 || got.TX != 4 || got.Held != 4 || got.Free != 53 {
+		t.Fatalf("after moves: %s", got)
+	}
+	u.Moved(Fill, Held, 3)
+	u.Moved(TX, Held, 4)
+	if err := u.Put(a + 100); err != nil { // an address inside the frame
+		t.Fatal(err)
+	}
+	if err := u.Put(a); !errors.Is(err, ErrDoubleFree) {
+		t.Fatalf("double free: %v", err)
+	}
+	if err := u.Put(u.Size()); !errors.Is(err, ErrBadAddress) {
+		t.Fatalf("address past the end: %v", err)
+	}
+	if err := u.PutBatch(addrs[:10]); err != nil {
+		t.Fatal(err)
+	}
+	if got := u.Accounting(); got != (Accounting{Total: 64, Free: 64}) {
+		t.Fatalf("after returning all: %s", got)
+	}
+	// Exhaustion.
+	if n := u.GetBatch(addrs[:]); n != 64 {
+		t.Fatalf("GetBatch(64) = %d", n)
+	}
+	if _, ok := u.Get(); ok {
+		t.Fatal("Get succeeded on an empty allocator")
+	}
+	if err := u.PutBatch(addrs[:]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDataBounds(t *testing.T) {
+	needRoot(t)
+	u, err := New(&Config{FrameSize: 2048, FrameCount: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	for _, tc := range []struct {
+		addr uint64
+		n    uint32
+		ok   bool
+	}{
+		{0, 2048, true}, {256, 1792, true}, {256, 1793, false}, {2047, 1, true},
+		{3 * 2048, 2048, true}, {4 * 2048, 1, false}, {1 << 40, 1, false}, {100, 0, true},
+	} {
+		b, ok := u.Data(tc.addr, tc.n)
+		if ok != tc.ok || (ok && len(b) != int(tc.n)) {
+			t.Errorf("Data(%d, %d) = %d bytes, %v; want ok=%v", tc.addr, tc.n, len(b), ok, tc.ok)
+		}
+	}
+}
+
+func TestTxMetadataAt(t *testing.T) {
+	needRoot(t)
+	u, err := New(&Config{FrameSize: 2048, FrameCount: 4, TxMetadataLen: TxMetadataSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	if md := u.TxMetadataAt(2048 + 10); md != nil {
+		t.Fatal("metadata area returned where it does not fit in the frame")
+	}
+	md := u.TxMetadataAt(2048 + TxMetadataSize)
+	if md == nil {
+		t.Fatal("no metadata area")
+	}
+	md.Flags = TxMetadataChecksum
+	md.CsumStart = 0x1234
+	md.CsumOffset = 6
+	f := u.Frame(2048)
+	if f[0] != TxMetadataChecksum || f[8] != 0x34 || f[9] != 0x12 || f[10] != 6 {
+		t.Fatalf("metadata bytes % x", f[:TxMetadataSize])
+	}
+}
+
+func TestCloseBusyAndIdempotent(t *testing.T) {
+	needRoot(t)
+	u, err := New(&Config{FrameCount: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := u.AttachSocket()
+	if err != nil || !first {
+		t.Fatalf("AttachSocket = %v, %v", first, err)
+	}
+	if err := u.Close(); !errors.Is(err, ErrBusy) {
+		t.Fatalf("Close with a socket: %v", err)
+	}
+	u.DetachSocket(first, false)
+	if again, _ := u.AttachSocket(); !again {
+		t.Fatal("an unbound first socket did not give the UMEM fd back")
+	}
+	u.DetachSocket(true, true)
+	if err := u.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := u.AttachSocket(); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("AttachSocket after Close: %v", err)
+	}
+}
+
+func TestHugePages(t *testing.T) {
+	needRoot(t)
+	b, err := os.ReadFile("/proc/sys/vm/nr_hugepages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	u, err := New(&Config{FrameCount: 512, HugePages: true}) // 2 MiB: one huge page
+	if n == 0 {
+		if !errors.Is(err, ErrNoHugePages) {
+			t.Fatalf("no huge pages reserved, New = %v, want ErrNoHugePages", err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("%d huge pages reserved, New = %v", n, err)
+	}
+	defer u.Close()
+	if !u.HugePages() || uintptrOf(u.Bytes())%HugePageSize != 0 {
+		t.Fatal("huge-page UMEM is not 2 MiB aligned")
+	}
+}
+
+func TestNoLeakAcrossCycles(t *testing.T) {
+	needRoot(t)
+	fds := func() int { e, _ := os.ReadDir("/proc/self/fd"); return len(e) }
+	before := fds()
+	for i := 0; i < 50; i++ {
+		u, err := New(&Config{FrameCount: 256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := u.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := fds(); after > before {
+		t.Fatalf("file descriptors: %d before, %d after 50 cycles", before, after)
+	}
+}
+
+func BenchmarkGetPut(b *testing.B) {
+	u, err := New(&Config{FrameCount: 4096})
+	if err != nil {
+		b.Skip(err)
+	}
+	defer u.Close()
+	var addrs [64]uint64
+	b.ReportAllocs()
+	for b.Loop() {
+		n := u.GetBatch(addrs[:])
+		_ = u.PutBatch(addrs[:n])
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*64), "ns/frame")
+}
