@@ -5,7 +5,7 @@
 GO          ?= go
 GOBIN       ?= $(CURDIR)/.bin
 STATICCHECK := $(GOBIN)/staticcheck
-STATICCHECK_VERSION ?= 2025.1.1
+STATICCHECK_VERSION ?= v0.6.1
 TESTFLAGS   ?=
 export GOTOOLCHAIN ?= local
 

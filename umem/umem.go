@@ -73,6 +73,10 @@ type UMEM struct {
 	closed  bool
 	sockets int  // sockets attached
 	fdTaken bool // the first socket binds with fd
+	bindFlg uint16
+	// renewErr is why the registration could not move to a new fd after
+	// a failed first bind; AttachSocket returns it.
+	renewErr error
 
 	fill atomic.Int64
 	tx   atomic.Int64
@@ -249,6 +253,9 @@ func (u *UMEM) AttachSocket() (first bool, err error) {
 	if u.closed {
 		return false, os.ErrClosed
 	}
+	if u.renewErr != nil {
+		return false, u.renewErr
+	}
 	u.sockets++
 	if !u.fdTaken {
 		u.fdTaken = true
@@ -264,9 +271,44 @@ func (u *UMEM) AttachSocket() (first bool, err error) {
 // with libxdp.
 func (u *UMEM) DetachSocket(first, bound bool) {
 	u.mu.Lock()
+	defer u.mu.Unlock()
 	u.sockets--
 	if first && !bound {
+		// The failed socket left rings on the fd, and a ring cannot be
+		// set twice: register on a fresh descriptor for the next one.
 		u.fdTaken = false
+		u.renewErr = u.renew()
 	}
+}
+
+// renew moves the registration to a new AF_XDP socket.
+func (u *UMEM) renew() error {
+	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return caps.Wrap("umem: socket(AF_XDP)", caps.NetRaw, os.NewSyscallError("socket", err))
+	}
+	old := u.fd
+	u.fd = fd
+	if err := u.register(); err != nil {
+		u.fd = old
+		unix.Close(fd)
+		return err
+	}
+	unix.Close(old)
+	return nil
+}
+
+// SetBindFlags records the bind flags of the first socket, which the
+// sockets that share the UMEM inherit. Package xsk calls it.
+func (u *UMEM) SetBindFlags(flags uint16) {
+	u.mu.Lock()
+	u.bindFlg = flags
 	u.mu.Unlock()
+}
+
+// BindFlags returns what SetBindFlags recorded.
+func (u *UMEM) BindFlags() uint16 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.bindFlg
 }

@@ -60,6 +60,9 @@ type Config struct {
 	// NoNeedWakeup turns XDP_USE_NEED_WAKEUP off: every kick is then a
 	// system call.
 	NoNeedWakeup bool
+	// Mode, NoNeedWakeup and MultiBuffer apply to the first socket of a
+	// UMEM; the sockets that share it inherit them.
+	//
 	// MultiBuffer binds with XDP_USE_SG: packets larger than one frame
 	// arrive and leave as chains of descriptors linked by OptContd.
 	// Without it the kernel drops such packets on RX.
@@ -272,7 +275,12 @@ func (s *Socket) bind(c *Config) error {
 	}
 	sa := &unix.SockaddrXDP{Flags: flags, Ifindex: uint32(s.ifindex), QueueID: uint32(s.queue)}
 	if !s.first {
-		sa.Flags |= unix.XDP_SHARED_UMEM
+		// A socket sharing the UMEM must not name flags: it inherits
+		// copy/zero-copy, need_wakeup and multi-buffer from the first.
+		inherited := s.umem.BindFlags()
+		s.wakeup = inherited&unix.XDP_USE_NEED_WAKEUP != 0
+		s.sg = inherited&unix.XDP_USE_SG != 0
+		sa.Flags = unix.XDP_SHARED_UMEM
 		sa.SharedUmemFD = uint32(s.umem.FD())
 	}
 	timeout := c.BindTimeout
@@ -285,6 +293,9 @@ func (s *Socket) bind(c *Config) error {
 		err := unix.Bind(s.fd, sa)
 		if err == nil {
 			s.bound = true
+			if s.first {
+				s.umem.SetBindFlags(flags)
+			}
 			return nil
 		}
 		if errors.Is(err, unix.EBUSY) && time.Now().Before(deadline) {

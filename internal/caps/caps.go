@@ -5,6 +5,7 @@ package caps
 import (
 	"errors"
 	"fmt"
+	"os"
 	"syscall"
 )
 
@@ -30,6 +31,10 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes every capability error match os.ErrPermission, also when the
+// kernel said something else (ENOBUFS for memory beyond RLIMIT_MEMLOCK).
+func (e *Error) Is(target error) bool { return target == os.ErrPermission }
 
 // Wrap returns err annotated with cap when err is EPERM or EACCES, and err
 // wrapped with op otherwise. A nil err stays nil.

@@ -1,0 +1,273 @@
+package vethns_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/xdpkit/xdpkit/test/vethns"
+	"github.com/xdpkit/xdpkit/umem"
+	"github.com/xdpkit/xdpkit/xsk"
+)
+
+// rxSetup is an AF_XDP receiver on one veth end: UMEM, sockets on the
+// given queues sharing it, the XDP program with them registered, and the
+// Fill rings filled.
+type rxSetup struct {
+	u     *umem.UMEM
+	socks []*xsk.Socket
+	prog  *xsk.Program
+}
+
+func newRX(t *testing.T, ns *vethns.NS, ifname string, queues int, filter *xsk.Filter) *rxSetup {
+	t.Helper()
+	r := &rxSetup{}
+	err := ns.Do(func() error {
+		var err error
+		r.u, err = umem.New(&umem.Config{FrameSize: 2048, FrameCount: uint32(4096 * queues)})
+		if err != nil {
+			return err
+		}
+		r.prog, err = xsk.AttachProgram(ifname, &xsk.ProgramConfig{Filter: filter})
+		if err != nil {
+			return err
+		}
+		addrs := make([]uint64, 2048)
+		for q := 0; q < queues; q++ {
+			s, err := xsk.New(ifname, q, r.u, &xsk.Config{NoTX: true})
+			if err != nil {
+				return err
+			}
+			r.socks = append(r.socks, s)
+			n := r.u.GetBatch(addrs)
+			if got := s.Fill().Produce(addrs[:n]); got != n {
+				return fmt.Errorf("fill ring took %d of %d", got, n)
+			}
+			if err := r.prog.Register(s); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	t.Cleanup(func() { r.close(t) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *rxSetup) close(t *testing.T) {
+	if r.prog != nil {
+		if err := r.prog.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, s := range r.socks {
+		// Frames on the Fill ring come back with the socket.
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+	if r.u != nil {
+		if err := r.u.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// udpPayload returns the UDP payload of an Ethernet frame, with the
+// source port, or false.
+func udpPayload(f []byte) (sport uint16, p []byte, ok bool) {
+	if len(f) < 14 {
+		return 0, nil, false
+	}
+	var l4 []byte
+	switch binary.BigEndian.Uint16(f[12:]) {
+	case 0x0800:
+		if len(f) < 34 || f[23] != 17 {
+			return 0, nil, false
+		}
+		l4 = f[14+int(f[14]&15)*4:]
+	case 0x86dd:
+		if len(f) < 62 || f[20] != 17 {
+			return 0, nil, false
+		}
+		l4 = f[54:]
+	default:
+		return 0, nil, false
+	}
+	if len(l4) < 8 || int(binary.BigEndian.Uint16(l4[4:])) > len(l4) {
+		return 0, nil, false
+	}
+	return binary.BigEndian.Uint16(l4), l4[8:binary.BigEndian.Uint16(l4[4:])], true
+}
+
+func TestXSKRX(t *testing.T) {
+	vethns.Require(t)
+	a, b := vethns.NewNS(t), vethns.NewNS(t)
+	p := vethns.NewPair(t, a, b, nil)
+	rx := newRX(t, a, p.A.Name, 1, &xsk.Filter{IPv4UDP: true, DstPorts: []uint16{9000}})
+	sock := rx.socks[0]
+
+	conn, err := b.DialUDP(p.B.AddrPort4(5000), p.A.AddrPort4(9000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	const n = 100000
+	var received atomic.Int64
+	sendErr := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 2048)
+		deadline := time.Now().Add(60 * time.Second)
+		for i := 0; i < n; i++ {
+			for int64(i)-received.Load() >= 1024 { // at most 1024 in flight: the Fill ring has 2048
+				if time.Now().After(deadline) {
+					sendErr <- fmt.Errorf("receiver stalled at %d of %d", received.Load(), n)
+					return
+				}
+				time.Sleep(20 * time.Microsecond)
+			}
+			if _, err := conn.Write(payload(buf, i)); err != nil {
+				sendErr <- err
+				return
+			}
+		}
+		sendErr <- nil
+	}()
+
+	descs := make([]xsk.Desc, 64)
+	addrs := make([]uint64, 64)
+	want := make([]byte, 2048)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	next := 0
+	for next < n {
+		k := sock.RX().Consume(descs)
+		if k == 0 {
+			if err := sock.KickRX(); err != nil {
+				t.Fatal(err)
+			}
+			if err := sock.WaitRX(ctx); err != nil {
+				t.Fatalf("after %d datagrams: %v", next, err)
+			}
+			continue
+		}
+		for i, d := range descs[:k] {
+			f, ok := rx.u.Data(d.Addr, d.Len)
+			if !ok {
+				t.Fatalf("descriptor %+v outside the UMEM", d)
+			}
+			sport, pl, ok := udpPayload(f)
+			if !ok || sport != 5000 {
+				t.Fatalf("datagram %d: not our UDP frame: % x", next, f[:min(len(f), 64)])
+			}
+			if !bytes.Equal(pl, payload(want, next)) {
+				t.Fatalf("datagram %d: payload differs (%d bytes, sequence %d)", next, len(pl), binary.BigEndian.Uint32(pl))
+			}
+			addrs[i] = d.Addr
+			next++
+		}
+		if got := sock.Fill().Produce(addrs[:k]); got != k {
+			t.Fatalf("fill ring took %d of %d", got, k)
+		}
+		received.Store(int64(next))
+	}
+	if err := <-sendErr; err != nil {
+		t.Fatal(err)
+	}
+	st, err := sock.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.RXDropped != 0 || st.RXRingFull != 0 || st.RXInvalidDescs != 0 {
+		t.Fatalf("the kernel dropped frames: %+v", st)
+	}
+	acct := rx.u.Accounting()
+	if acct.Fill != 2048 || acct.Held != 0 {
+		t.Fatalf("after the run: %s", acct)
+	}
+	t.Logf("%d datagrams received byte-exact; stats %+v; %d recvfrom kicks", n, st, sock.Counters().KicksRX)
+}
+
+// TestXSKSharedUMEMQueues: four queues of one veth, four sockets sharing
+// one UMEM; each flow lands on exactly one queue, every queue gets flows,
+// and every datagram arrives.
+func TestXSKSharedUMEMQueues(t *testing.T) {
+	vethns.Require(t)
+	const queues, flows, perFlow = 4, 32, 60 // fewer than a Fill ring's 2048 in all
+	a, b := vethns.NewNS(t), vethns.NewNS(t)
+	p := vethns.NewPair(t, a, b, &vethns.PairConfig{Queues: queues})
+	rx := newRX(t, a, p.A.Name, queues, &xsk.Filter{IPv4UDP: true, DstPorts: []uint16{9000}})
+
+	for f := 0; f < flows; f++ {
+		conn, err := b.DialUDP(p.B.AddrPort4(uint16(6000+f)), p.A.AddrPort4(9000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 2048)
+		for i := 0; i < perFlow; i++ {
+			if _, err := conn.Write(payload(buf, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		conn.Close()
+	}
+	flowQueue := map[uint16]int{}
+	count := map[uint16]int{}
+	perQueue := make([]int, queues)
+	descs := make([]xsk.Desc, 64)
+	deadline := time.Now().Add(10 * time.Second)
+	total := 0
+	for total < flows*perFlow && time.Now().Before(deadline) {
+		idle := true
+		for q, s := range rx.socks {
+			k := s.RX().Consume(descs)
+			for _, d := range descs[:k] {
+				f, ok := rx.u.Data(d.Addr, d.Len)
+				sport, pl, ok2 := udpPayload(f)
+				if !ok || !ok2 {
+					t.Fatalf("queue %d: bad frame", q)
+				}
+				if prev, seen := flowQueue[sport]; seen && prev != q {
+					t.Fatalf("flow %d on queues %d and %d", sport, prev, q)
+				}
+				flowQueue[sport] = q
+				if seq := int(binary.BigEndian.Uint32(pl)); seq != count[sport] {
+					t.Fatalf("flow %d: sequence %d, want %d", sport, seq, count[sport])
+				}
+				count[sport]++
+				perQueue[q]++
+				if s.Fill().Produce([]uint64{d.Addr}) != 1 {
+					t.Fatal("fill ring full")
+				}
+			}
+			total += k
+			if k > 0 {
+				idle = false
+			}
+		}
+		if idle {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if total != flows*perFlow {
+		t.Fatalf("received %d of %d datagrams; per queue %v", total, flows*perFlow, perQueue)
+	}
+	for q, n := range perQueue {
+		if n == 0 {
+			t.Fatalf("queue %d received nothing; per queue %v", q, perQueue)
+		}
+	}
+	t.Logf("per queue: %v", perQueue)
+}
+
+var _ = net.IPv4len
+var _ = netip.Addr{}

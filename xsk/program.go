@@ -1,0 +1,93 @@
+package xsk
+
+import (
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/xdpkit/xdpkit/internal/xdpprog"
+)
+
+// Filter selects the traffic that the XDP program sends to the sockets;
+// everything else (ARP, neighbour discovery, ssh, ...) goes on to the
+// kernel. A nil *Filter sends every packet of a queue with a socket to it.
+type Filter = xdpprog.Filter
+
+// AttachMode is the XDP hook the program is attached to.
+type AttachMode = xdpprog.Mode
+
+// Attach modes.
+const (
+	AttachAuto    = xdpprog.ModeAuto    // native, falling back to generic
+	AttachNative  = xdpprog.ModeNative  // the driver's hook (XDP_FLAGS_DRV_MODE)
+	AttachGeneric = xdpprog.ModeGeneric // the skb hook (XDP_FLAGS_SKB_MODE)
+)
+
+// ProgramConfig configures AttachProgram. A nil *ProgramConfig means: no
+// filter, native attach with generic fallback, 64 queues.
+type ProgramConfig struct {
+	Filter *Filter
+	Mode   AttachMode
+	// Frags loads the program with BPF_F_XDP_HAS_FRAGS; it is chosen
+	// automatically when the interface's MTU needs it.
+	Frags bool
+	// MaxQueues is the number of queues that can take a socket (64).
+	MaxQueues int
+}
+
+// Program is the XDP program that redirects packets into AF_XDP sockets
+// by receive queue (an XSKMAP indexed by rx_queue_index); a queue without
+// a socket passes its packets to the kernel. It is attached as a bpf_link,
+// so it goes away on Close and when the process dies.
+type Program struct {
+	p       *xdpprog.Program
+	ifname  string
+	ifindex int
+	mode    AttachMode
+}
+
+var _ io.Closer = (*Program)(nil)
+
+// AttachProgram loads the program and attaches it to the interface named
+// ifname.
+func AttachProgram(ifname string, cfg *ProgramConfig) (*Program, error) {
+	var c ProgramConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	ifi, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %w", ErrNoDevice, ifname, err)
+	}
+	p, err := xdpprog.Load(&xdpprog.Config{Filter: c.Filter, Frags: c.Frags, MaxQueues: c.MaxQueues})
+	if err != nil {
+		return nil, err
+	}
+	mode, err := p.Attach(ifi.Index, c.Mode)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	return &Program{p: p, ifname: ifname, ifindex: ifi.Index, mode: mode}, nil
+}
+
+// Register sends the traffic of s's queue to s. s must be bound to the
+// interface the program is attached to.
+func (p *Program) Register(s *Socket) error {
+	if s.ifindex != p.ifindex {
+		return fmt.Errorf("xsk: socket on %s registered with the program of %s", s.ifname, p.ifname)
+	}
+	return p.p.Register(s.queue, s.fd)
+}
+
+// Unregister sends s's queue back to the kernel.
+func (p *Program) Unregister(s *Socket) error { return p.p.Unregister(s.queue) }
+
+// Mode is the hook the program got.
+func (p *Program) Mode() AttachMode { return p.mode }
+
+// Frags reports whether the program was loaded for multi-buffer packets.
+func (p *Program) Frags() bool { return p.p.Frags() }
+
+// Close detaches the program and releases its maps. It is idempotent.
+func (p *Program) Close() error { return p.p.Close() }
