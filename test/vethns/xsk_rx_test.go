@@ -25,7 +25,7 @@ type rxSetup struct {
 	prog  *xsk.Program
 }
 
-func newRX(t *testing.T, ns *vethns.NS, ifname string, queues int, filter *xsk.Filter) *rxSetup {
+func newRX(t testing.TB, ns *vethns.NS, ifname string, queues int, filter *xsk.Filter) *rxSetup {
 	t.Helper()
 	r := &rxSetup{}
 	err := ns.Do(func() error {
@@ -62,7 +62,7 @@ func newRX(t *testing.T, ns *vethns.NS, ifname string, queues int, filter *xsk.F
 	return r
 }
 
-func (r *rxSetup) close(t *testing.T) {
+func (r *rxSetup) close(t testing.TB) {
 	if r.prog != nil {
 		if err := r.prog.Close(); err != nil {
 			t.Error(err)
