@@ -107,6 +107,7 @@ type Socket struct {
 
 	kicksTX, kicksRX, kicksAgain atomic.Uint64
 
+	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -349,18 +350,21 @@ func (s *Socket) initPoller() error {
 // queue bound) until the UMEM is closed.
 func (s *Socket) Close() error {
 	s.closeOnce.Do(func() {
+		s.closed.Store(true)
 		var errs []error
-		// Unmap before closing: a mapping holds the socket, and with it
-		// the queue, until it goes.
+		// Close the poller's duplicate first: it wakes a goroutine in
+		// WaitRX or WaitTX and waits until none is reading the rings.
+		if s.file != nil {
+			errs = append(errs, s.file.Close())
+		}
+		// Unmap before closing the socket: a mapping holds the socket,
+		// and with it the queue, until it goes.
 		errs = append(errs, s.fill.unmap(), s.comp.unmap())
 		if s.rx != nil {
 			errs = append(errs, s.rx.unmap())
 		}
 		if s.tx != nil {
 			errs = append(errs, s.tx.unmap())
-		}
-		if s.file != nil {
-			errs = append(errs, s.file.Close())
 		}
 		if !s.first && s.fd >= 0 {
 			if err := unix.Close(s.fd); err != nil {
@@ -532,6 +536,9 @@ func (s *Socket) wait(ctx context.Context, ready func() bool) error {
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if s.closed.Load() {
+			return os.ErrClosed
 		}
 		return fmt.Errorf("xsk: wait: %w", err)
 	}

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -271,3 +273,65 @@ func TestXSKSharedUMEMQueues(t *testing.T) {
 
 var _ = net.IPv4len
 var _ = netip.Addr{}
+
+// TestXSKWait: WaitRX parks on the runtime poller, returns when a packet
+// arrives, honours its context, and returns when the socket closes.
+func TestXSKWait(t *testing.T) {
+	vethns.Require(t)
+	a, b := vethns.NewNS(t), vethns.NewNS(t)
+	p := vethns.NewPair(t, a, b, nil)
+	rx := newRX(t, a, p.A.Name, 1, &xsk.Filter{IPv4UDP: true, DstPorts: []uint16{9000}})
+	sock := rx.socks[0]
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	start := time.Now()
+	err := sock.WaitRX(ctx)
+	cancel()
+	if err != context.DeadlineExceeded || time.Since(start) < 40*time.Millisecond {
+		t.Fatalf("WaitRX with no traffic = %v after %v", err, time.Since(start))
+	}
+
+	conn, err := b.DialUDP(p.B.AddrPort4(5000), p.A.AddrPort4(9000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	woke := make(chan error, 1)
+	go func() { woke <- sock.WaitRX(context.Background()) }()
+	time.Sleep(20 * time.Millisecond)
+	if _, err := conn.Write([]byte("wake up")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-woke:
+		if err != nil || sock.RX().Len() != 1 {
+			t.Fatalf("WaitRX = %v with %d descriptors", err, sock.RX().Len())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitRX did not wake for a packet")
+	}
+
+	descs := make([]xsk.Desc, 4)
+	if n := sock.RX().Consume(descs); n != 1 {
+		t.Fatalf("Consume = %d", n)
+	}
+	if err := rx.u.Put(descs[0].Addr); err != nil {
+		t.Fatal(err)
+	}
+	go func() { woke <- sock.WaitRX(context.Background()) }()
+	time.Sleep(20 * time.Millisecond)
+	if err := rx.prog.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sock.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-woke:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Fatalf("WaitRX after Close = %v, want os.ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitRX did not return after Close")
+	}
+}

@@ -1,0 +1,287 @@
+package netdev
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"github.com/xdpkit/xdpkit/test/vethns"
+)
+
+func TestMain(m *testing.M) {
+	vethns.Sweep()
+	os.Exit(vethns.LeakCheck(m))
+}
+
+func TestFeatureStrings(t *testing.T) {
+	for _, c := range []struct {
+		got, want string
+	}{
+		{XDPFeatures(0).String(), "none"},
+		{(XDPBasic | XDPRedirect | XDPRxSG).String(), "basic redirect rx-sg"},
+		{(XDPNdoXmit | XDPXSKZeroCopy | XDPHWOffload | XDPNdoXmitSG).String(), "ndo-xmit xsk-zerocopy hw-offload ndo-xmit-sg"},
+		{XDPFeatures(1<<7 | 1).String(), "basic bit7"},
+		{(XSKTxTimestamp | XSKTxChecksum | XSKTxLaunchTimeFIFO).String(), "tx-timestamp tx-checksum tx-launch-time-fifo"},
+		{XSKFeatures(0).String(), "none"},
+		{(RxMetadataTimestamp | RxMetadataHash | RxMetadataVLANTag).String(), "timestamp hash vlan-tag"},
+		{XSKFeatures(1 << 63).String(), "bit63"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
+
+func TestParseDevGet(t *testing.T) {
+	u64 := func(v uint64) []byte { b := make([]byte, 8); ne.PutUint64(b, v); return b }
+	cat := func(parts ...[]byte) []byte {
+		var b []byte
+		for _, p := range parts {
+			b = append(b, p...)
+		}
+		return b
+	}
+	// As the kernel lays it out: ifindex, then PAD before each u64 when
+	// needed for 8-byte alignment, zc-max-segs only with zero-copy.
+	reply := cat(
+		attr(netdevAttrDevIfindex, u32(7)),
+		attr(netdevAttrDevPad, nil),
+		attr(netdevAttrDevXDPFeatures, u64(uint64(XDPBasic|XDPRedirect|XDPXSKZeroCopy))),
+		attr(netdevAttrDevXDPRxMetaFeatures|0x8000, u64(uint64(RxMetadataHash))), // NLA_F_NESTED masked off
+		attr(netdevAttrDevXSKFeatures, u64(uint64(XSKTxChecksum))),
+		attr(netdevAttrDevXDPZCMaxSegs, u32(5)),
+		attr(99, []byte{1, 2, 3}), // unknown: skipped
+	)
+	f, err := parseDevGet(reply, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := devFeatures{xdp: XDPBasic | XDPRedirect | XDPXSKZeroCopy, rxMeta: RxMetadataHash, xsk: XSKTxChecksum, zcMaxSegs: 5}
+	if f != want {
+		t.Errorf("parsed %+v, want %+v", f, want)
+	}
+	if _, err := parseDevGet(reply, 8); err == nil {
+		t.Error("reply for ifindex 7 accepted for ifindex 8")
+	}
+	if _, err := parseDevGet(attr(netdevAttrDevXDPFeatures, u64(1)), 7); err == nil {
+		t.Error("reply without ifindex accepted")
+	}
+	if _, err := parseDevGet(cat(attr(netdevAttrDevIfindex, u32(7)), attr(netdevAttrDevXDPFeatures, u32(1))), 7); err == nil {
+		t.Error("4-byte xdp-features accepted")
+	}
+	if _, err := parseDevGet(append(attr(netdevAttrDevIfindex, u32(7)), 0xff, 0x00, 0x03, 0x00), 7); err == nil {
+		t.Error("attribute longer than the message accepted")
+	}
+}
+
+// pairInfo returns Get's answer for both ends, asked inside their
+// namespaces.
+func getIn(t *testing.T, l *vethns.Link) Info {
+	t.Helper()
+	var info Info
+	if err := l.NS.Do(func() error {
+		var err error
+		info, err = Get(l.Name)
+		if err != nil {
+			return err
+		}
+		byIndex, err := GetByIndex(l.Index)
+		if err != nil {
+			return err
+		}
+		if byIndex != info {
+			t.Errorf("GetByIndex(%d) = %v\nGet(%q) = %v", l.Index, byIndex, l.Name, info)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+func TestGetVeth(t *testing.T) {
+	vethns.Require(t)
+	a, b := vethns.NewNS(t), vethns.NewNS(t)
+	p := vethns.NewPair(t, a, b, &vethns.PairConfig{Queues: 3, MTU: 2000})
+
+	for _, l := range []*vethns.Link{p.A, p.B} {
+		info := getIn(t, l)
+		t.Logf("%v", info)
+		if info.Name != l.Name || info.Index != l.Index || info.Driver != "veth" || info.MTU != 2000 {
+			t.Errorf("got %v, want %s ifindex %d driver veth mtu 2000", info, l.Name, l.Index)
+		}
+		if info.RxQueues != 3 || info.TxQueues != 3 || info.QueuesFrom != QueuesFromEthtool {
+			t.Errorf("queues %d rx %d tx from %s, want 3 3 from ethtool", info.RxQueues, info.TxQueues, info.QueuesFrom)
+		}
+		if !info.TxCsumOffload {
+			t.Error("veth TX checksum offload reads off; it is on by default")
+		}
+		if info.FeaturesFrom != FromNetdevGenl {
+			t.Fatalf("features from %q, want the netdev family to answer", info.FeaturesFrom)
+		}
+		// veth: basic, redirect and rx-sg; ndo-xmit only while the peer
+		// has an XDP program (or GRO); no zero-copy, no XSK offloads.
+		if want := XDPBasic | XDPRedirect | XDPRxSG; info.XDPFeatures != want {
+			t.Errorf("XDP features [%v], want [%v]", info.XDPFeatures, want)
+		}
+		if info.XSKFeatures != 0 || info.XDPZeroCopyMaxSegs != 0 {
+			t.Errorf("XSK features [%v], zc max segs %d; want none", info.XSKFeatures, info.XDPZeroCopyMaxSegs)
+		}
+		compareEthtool(t, l, info)
+	}
+
+	// The reply follows the device: with an XDP program on B, A can be a
+	// redirect target (veth_set_xdp_features).
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Type:         ebpf.XDP,
+		License:      "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2 /* XDP_PASS */), asm.Return()},
+	})
+	if err != nil {
+		t.Fatalf("load XDP program: %v", err)
+	}
+	defer prog.Close()
+	var xl link.Link
+	if err := p.B.NS.Do(func() error {
+		xl, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: p.B.Index})
+		return err
+	}); err != nil {
+		t.Fatalf("attach XDP to %s: %v", p.B.Name, err)
+	}
+	got := getIn(t, p.A).XDPFeatures
+	if want := XDPBasic | XDPRedirect | XDPRxSG | XDPNdoXmit | XDPNdoXmitSG; got != want {
+		t.Errorf("with XDP on the peer: [%v], want [%v]", got, want)
+	}
+	if err := xl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := getIn(t, p.A).XDPFeatures; got&XDPNdoXmit != 0 {
+		t.Errorf("after detaching: [%v], want no ndo-xmit", got)
+	}
+}
+
+// compareEthtool checks Info against ethtool(8), when it is installed.
+func compareEthtool(t *testing.T, l *vethns.Link, info Info) {
+	t.Helper()
+	if _, err := exec.LookPath("ethtool"); err != nil {
+		t.Log("ethtool not installed: no cross-check")
+		return
+	}
+	ctx := context.Background()
+	out, err := l.NS.Exec(ctx, "ethtool", "-k", l.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^tx-checksumming: (on|off)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no tx-checksumming in ethtool -k:\n%s", out)
+	}
+	if (string(m[1]) == "on") != info.TxCsumOffload {
+		t.Errorf("ethtool -k says tx-checksumming %s, Info says %v", m[1], info.TxCsumOffload)
+	}
+	out, err = l.NS.Exec(ctx, "ethtool", "-i", l.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "driver: "+info.Driver+"\n") {
+		t.Errorf("ethtool -i:\n%s\nInfo.Driver %q", out, info.Driver)
+	}
+	out, err = l.NS.Exec(ctx, "ethtool", "-l", l.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second RX:/TX: lines are the current settings.
+	rx := regexp.MustCompile(`(?m)^RX:\s+(\d+)`).FindAllSubmatch(out, -1)
+	tx := regexp.MustCompile(`(?m)^TX:\s+(\d+)`).FindAllSubmatch(out, -1)
+	if len(rx) != 2 || len(tx) != 2 {
+		t.Fatalf("ethtool -l:\n%s", out)
+	}
+	r, _ := strconv.Atoi(string(rx[1][1]))
+	x, _ := strconv.Atoi(string(tx[1][1]))
+	if r != info.RxQueues || x != info.TxQueues {
+		t.Errorf("ethtool -l says %d rx %d tx, Info %d %d", r, x, info.RxQueues, info.TxQueues)
+	}
+}
+
+func TestRealQueues(t *testing.T) {
+	vethns.Require(t)
+	if _, err := exec.LookPath("ethtool"); err != nil {
+		t.Skip("needs ethtool(8) to change the channel count")
+	}
+	a, b := vethns.NewNS(t), vethns.NewNS(t)
+	p := vethns.NewPair(t, a, b, &vethns.PairConfig{Queues: 4})
+	// Fewer queues in use than allocated: Info follows real_num_*.
+	if out, err := a.Exec(context.Background(), "ethtool", "-L", p.A.Name, "rx", "2", "tx", "2"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	info := getIn(t, p.A)
+	if info.RxQueues != 2 || info.TxQueues != 2 {
+		t.Errorf("after ethtool -L rx 2 tx 2: %d rx %d tx queues", info.RxQueues, info.TxQueues)
+	}
+}
+
+func TestSetTxCsumOffload(t *testing.T) {
+	vethns.Require(t)
+	a, b := vethns.NewNS(t), vethns.NewNS(t)
+	p := vethns.NewPair(t, a, b, nil)
+	for _, on := range []bool{false, true, false} {
+		if err := a.Do(func() error { return SetTxCsumOffload(p.A.Name, on) }); err != nil {
+			t.Fatal(err)
+		}
+		info := getIn(t, p.A)
+		if info.TxCsumOffload != on {
+			t.Errorf("after SetTxCsumOffload(%v): Info says %v", on, info.TxCsumOffload)
+		}
+		compareEthtool(t, p.A, info)
+		if peer := getIn(t, p.B); !peer.TxCsumOffload {
+			t.Error("the peer's offload changed too")
+		}
+	}
+	err := a.Do(func() error { return SetTxCsumOffload("xk-none", true) })
+	if !errors.Is(err, ErrNoDevice) {
+		t.Errorf("SetTxCsumOffload on a missing device: %v, want ErrNoDevice", err)
+	}
+}
+
+func TestNoDevice(t *testing.T) {
+	vethns.Require(t)
+	a, b := vethns.NewNS(t), vethns.NewNS(t)
+	p := vethns.NewPair(t, a, b, nil)
+
+	// The veth exists only in its namespace: asked from the test's own
+	// namespace, it is unknown.
+	_, err := Get(p.A.Name)
+	var nf netlink.LinkNotFoundError
+	if !errors.Is(err, ErrNoDevice) || !errors.As(err, &nf) {
+		t.Errorf("Get(%q) outside its namespace: %v, want ErrNoDevice wrapping netlink.LinkNotFoundError", p.A.Name, err)
+	}
+	err = a.Do(func() error {
+		if _, err := Get("xk-missing"); !errors.Is(err, ErrNoDevice) {
+			t.Errorf("Get(missing): %v, want ErrNoDevice", err)
+		}
+		if _, err := GetByIndex(p.A.Index + 1000); !errors.Is(err, ErrNoDevice) {
+			t.Errorf("GetByIndex(missing): %v, want ErrNoDevice", err)
+		}
+		// Loopback: no driver info, no channels, but an answer.
+		lo, err := Get("lo")
+		if err != nil {
+			return err
+		}
+		if lo.Index != 1 || lo.FeaturesFrom != FromNetdevGenl || lo.QueuesFrom != QueuesFromNetlink || lo.RxQueues < 1 {
+			t.Errorf("lo: %v (queues from %s)", lo, lo.QueuesFrom)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
