@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -247,4 +248,44 @@ func setEffective(keep []uint) error {
 		data[c/32].Effective |= 1 << (c % 32)
 	}
 	return unix.Capset(&hdr, &data[0])
+}
+
+// TestXSKOptions: busy-poll options and the TX budget are set on the
+// socket (SO_BUSY_POLL reads back), and the socket still binds.
+func TestXSKOptions(t *testing.T) {
+	vethns.Require(t)
+	a, b := vethns.NewNS(t), vethns.NewNS(t)
+	p := vethns.NewPair(t, a, b, nil)
+	err := a.Do(func() error {
+		u, err := umem.New(&umem.Config{FrameSize: 2048, FrameCount: 256})
+		if err != nil {
+			return err
+		}
+		defer u.Close()
+		s, err := xsk.New(p.A.Name, 0, u, &xsk.Config{
+			PreferBusyPoll: true, BusyPollTimeout: 20 * time.Microsecond, BusyPollBudget: 64, MaxTXBudget: 512,
+		})
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		v, err := unix.GetsockoptInt(s.FD(), unix.SOL_SOCKET, unix.SO_BUSY_POLL)
+		if err != nil || v != 20 {
+			t.Errorf("SO_BUSY_POLL = %d, %v; want 20", v, err)
+		}
+		v, err = unix.GetsockoptInt(s.FD(), unix.SOL_SOCKET, unix.SO_PREFER_BUSY_POLL)
+		if err != nil || v != 1 {
+			t.Errorf("SO_PREFER_BUSY_POLL = %d, %v; want 1", v, err)
+		}
+		if s.ZeroCopy() {
+			t.Error("veth reported zero-copy")
+		}
+		if _, err := s.Stats(); err != nil {
+			t.Error(err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
