@@ -1,0 +1,94 @@
+package rxpath
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	DefaultWeight    = 64                   // NAPI_POLL_WEIGHT
+	DefaultBudget    = 300                  // net.core.netdev_budget
+	DefaultRoundTime = 2 * time.Millisecond // net.core.netdev_budget_usecs
+	DefaultFillBatch = 64
+	// DefaultCopyThreshold is the largest packet copied out rather than
+	// lent. BenchmarkDeliver (deliver_bench_test.go) sets it: for a handler
+	// that owns the bytes after Receive, a copy into its buffer costs less
+	// than keeping the frame and handing it back through the allocator up
+	// to 256-512 bytes; a handler that reads in place pays ~10 ns more per
+	// packet for a copy at 256 bytes than for a lent frame.
+	DefaultCopyThreshold = 256
+)
+
+// Errors returned by New and Run.
+var (
+	ErrConfig    = errors.New("rxpath: invalid config")
+	ErrNoSockets = errors.New("rxpath: no sockets")
+	ErrNoRX      = errors.New("rxpath: socket has no RX ring")
+	ErrRunning   = errors.New("rxpath: Run already running")
+	ErrOpen      = errors.New("rxpath: sockets still open")
+)
+
+// Config configures a Poller. A nil *Config means all defaults.
+type Config struct {
+	// Weight is the most packets one visit takes from one socket
+	// (default 64).
+	Weight int
+	// Budget is the most packets one round takes from all sockets
+	// (default 300). It is raised to Weight if smaller.
+	Budget int
+	// RoundTime ends a round early once it has run this long (default
+	// 2 ms); negative means no time limit.
+	RoundTime time.Duration
+	// CopyThreshold is the largest single-buffer packet that is copied
+	// out instead of lent (default DefaultCopyThreshold). Negative lends
+	// every packet.
+	CopyThreshold int
+	// FillBatch is the smallest number of frames put on a Fill ring at
+	// once while the ring still has frames (default 64).
+	FillBatch int
+	// FillFrames is how many frames each socket keeps on its Fill ring
+	// (default: the ring's size, or the UMEM's frames divided among the
+	// poller's sockets that share it, whichever is smaller). Lower it to
+	// leave frames in the UMEM's allocator for sending.
+	FillFrames int
+	// BusyPoll starts every round with a recvfrom on each socket, which
+	// busy-polls the driver when the socket was created with
+	// xsk.Config.PreferBusyPoll (and BusyPollTimeout/BusyPollBudget).
+	BusyPoll bool
+	// Spin locks Run to its OS thread and never sleeps.
+	Spin bool
+}
+
+func (c *Config) setDefaults() error {
+	if c.Weight == 0 {
+		c.Weight = DefaultWeight
+	}
+	if c.Budget == 0 {
+		c.Budget = DefaultBudget
+	}
+	if c.RoundTime == 0 {
+		c.RoundTime = DefaultRoundTime
+	}
+	if c.CopyThreshold == 0 {
+		c.CopyThreshold = DefaultCopyThreshold
+	}
+	if c.FillBatch == 0 {
+		c.FillBatch = DefaultFillBatch
+	}
+	switch {
+	case c.Weight < 0 || c.Weight > 1<<16:
+		return fmt.Errorf("%w: Weight %d", ErrConfig, c.Weight)
+	case c.Budget < 0:
+		return fmt.Errorf("%w: Budget %d", ErrConfig, c.Budget)
+	case c.FillBatch < 0:
+		return fmt.Errorf("%w: FillBatch %d", ErrConfig, c.FillBatch)
+	case c.FillFrames < 0:
+		return fmt.Errorf("%w: FillFrames %d", ErrConfig, c.FillFrames)
+	case c.CopyThreshold > 1<<16:
+		return fmt.Errorf("%w: CopyThreshold %d", ErrConfig, c.CopyThreshold)
+	}
+	c.Budget = max(c.Budget, c.Weight)
+	return nil
+}

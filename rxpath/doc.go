@@ -1,0 +1,67 @@
+// Package rxpath receives packets from AF_XDP sockets the way NAPI does:
+// bounded work per poll, back to sleep when a poll comes up short, and
+// polling again at once while traffic flows.
+//
+// # Rounds
+//
+// A [Poller] serves one or more [xsk.Socket]s (queues, or interfaces). A
+// round visits the sockets round-robin. Each visit takes at most
+// Config.Weight packets from one socket (default 64, NAPI_POLL_WEIGHT); a
+// socket whose visit took its whole weight is visited again later in the
+// same round, one that came up short is done. The round ends when every
+// socket came up short in turn, when it has taken Config.Budget packets in
+// all (default 300, net.core.netdev_budget) or when Config.RoundTime has
+// passed (default 2 ms, net.core.netdev_budget_usecs). The next visit
+// starts after the last socket visited, so no socket starves another.
+//
+// A round that used its budget (or its time) is followed by another at
+// once. A round that came up short completes, as napi_complete_done does:
+// the poller gives every Fill ring its frames back, wakes the kernel where
+// a Fill ring asks for it (need_wakeup), and sleeps until a socket is
+// readable or the context ends. Sleeping holds no OS thread: the sockets'
+// descriptors are watched by one epoll instance whose own descriptor is
+// registered with the Go runtime's network poller, so one parked goroutine
+// waits for any number of sockets and a wake-up allocates nothing. An empty
+// RX ring costs an atomic load, never a system call.
+//
+// Config.BusyPoll makes every round start with a recvfrom on each socket,
+// which drives the driver's NAPI from this goroutine when the socket was
+// created with xsk.Config.PreferBusyPoll and BusyPollBudget. Config.Spin
+// locks the goroutine to its OS thread and never sleeps: the lowest
+// latency at the price of a CPU.
+//
+// # Delivery: copy or lend
+//
+// The handler sees one [Packet] at a time. A single-buffer packet of at
+// most Config.CopyThreshold bytes is copied out (into a buffer the handler
+// supplies when it implements [Copier], otherwise into the poller's own)
+// and its UMEM frame goes back to the Fill ring at once. Larger packets,
+// and every multi-buffer packet (XDP_PKT_CONTD chains, delivered whole in
+// Packet.Segments), are lent: Data aliases the UMEM. A lent packet is
+// returned to the Fill ring when the handler returns, unless the handler
+// calls [Packet.Keep], which hands it the descriptors: the caller then owns
+// the frames and gives them back with umem.Put or by sending them on a TX
+// ring of the same UMEM, which is how a forwarder avoids copying payload.
+//
+// # Frames and validation
+//
+// The poller keeps each Fill ring topped up to Config.FillFrames frames,
+// first with the frames it just received, then from the UMEM allocator,
+// in batches of Config.FillBatch. A refill that finds no frame to give is
+// counted (Stats.FillStarved), and the poller then sleeps briefly instead
+// of waiting for packets that cannot arrive.
+//
+// Every descriptor is checked before its frame is touched: its address and
+// length must lie inside one frame of the UMEM, and the frame must be one
+// the poller lent to the kernel and has not had back. A descriptor that
+// fails is counted (Stats.Invalid) and dropped with its whole packet,
+// never dereferenced. The bounds and chain check is the pure function
+// behind [SplitPacket], which the package's fuzz test exercises.
+//
+// # Shutting down
+//
+// Run returns when its context ends. The frames the poller lent to the
+// kernel stay on the Fill rings until the sockets are closed; [Poller.Reclaim]
+// then gives them back to the UMEM allocator, so that
+// umem.Accounting().Free == Total again.
+package rxpath

@@ -1,0 +1,13 @@
+package rxpath_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/xdpkit/xdpkit/test/vethns"
+)
+
+func TestMain(m *testing.M) {
+	vethns.Sweep()
+	os.Exit(vethns.LeakCheck(m))
+}

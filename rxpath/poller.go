@@ -1,0 +1,603 @@
+package rxpath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/xdpkit/xdpkit/umem"
+	"github.com/xdpkit/xdpkit/xsk"
+)
+
+// starveWait is how long a poller sleeps when a Fill ring is empty and the
+// allocator has no frame to put on it: no packet can arrive then, so it
+// looks again for frames that the handler gave back.
+const starveWait = time.Millisecond
+
+// pool is the poller's view of one UMEM.
+type pool struct {
+	u     *umem.UMEM
+	mem   []byte
+	size  uint64
+	fsize uint32
+	shift uint
+	// lent has a bit per frame that the poller put on a Fill ring and
+	// has not had back on an RX ring yet. Only the Run goroutine (or
+	// Reclaim, never at the same time) touches it.
+	lent  []uint64
+	nsock int
+}
+
+func (pl *pool) frame(addr uint64) uint64 { return addr >> pl.shift }
+
+func (pl *pool) isLent(addr uint64) bool {
+	i := pl.frame(addr)
+	return pl.lent[i>>6]&(1<<(i&63)) != 0
+}
+
+// take clears the lent bit of addr's frame and reports whether it was set.
+// addr must be inside the UMEM.
+func (pl *pool) take(addr uint64) bool {
+	i := pl.frame(addr)
+	w, b := &pl.lent[i>>6], uint64(1)<<(i&63)
+	if *w&b == 0 {
+		return false
+	}
+	*w &^= b
+	return true
+}
+
+func (pl *pool) give(addr uint64) {
+	i := pl.frame(addr)
+	pl.lent[i>>6] |= 1 << (i & 63)
+}
+
+// sock is the poller's state for one socket.
+type sock struct {
+	s    *xsk.Socket
+	idx  int
+	rx   *xsk.RXRing
+	fill *xsk.FillRing
+	pool *pool
+
+	// descs[off:np] were taken from the RX ring and not handled yet (the
+	// head of a packet whose rest has not arrived, or what followed it).
+	descs   []xsk.Desc
+	off, np int
+	discard bool // drop descriptors up to the end of the current chain
+
+	stash   []uint64 // received frames to give back, cap fixed
+	tmp     []uint64 // frames from the allocator, cap fixed
+	target  int      // frames to keep on the Fill ring
+	starved bool
+
+	c   sockCounters // written by Run only
+	pub sockMirror   // c, published once per round
+}
+
+// Poller receives from a set of AF_XDP sockets; see the package
+// documentation.
+type Poller struct {
+	cfg   Config
+	socks []*sock
+	pools []*pool
+	ep    *os.File // epoll instance watching every socket
+	rc    syscall.RawConn
+	ready func(uintptr) bool
+
+	running atomic.Bool
+	stop    atomic.Bool
+	closed  atomic.Bool
+	next    int // socket that starts the next round
+
+	h       Handler
+	copier  Copier
+	copyMax int
+	copyBuf []byte
+	pkt     Packet
+	segs    [MaxSegments][]byte
+
+	c   counters
+	pub mirror
+	mu  sync.Mutex // Reclaim against Run
+}
+
+var _ io.Closer = (*Poller)(nil)
+
+// New returns a Poller over socks, which must all have an RX ring. The
+// sockets stay the caller's: the Poller neither closes nor binds them, and
+// they must not be read by anyone else while Run runs. Sockets may share
+// UMEMs or not.
+func New(cfg *Config, socks ...*xsk.Socket) (*Poller, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if err := c.setDefaults(); err != nil {
+		return nil, err
+	}
+	if len(socks) == 0 {
+		return nil, ErrNoSockets
+	}
+	p := &Poller{cfg: c, copyMax: c.CopyThreshold}
+	if p.copyMax > 0 {
+		p.copyBuf = make([]byte, p.copyMax)
+	}
+	pools := map[*umem.UMEM]*pool{}
+	for i, s := range socks {
+		if s == nil || s.RX() == nil {
+			return nil, fmt.Errorf("%w: socket %d", ErrNoRX, i)
+		}
+		if s.FD() < 0 {
+			return nil, fmt.Errorf("rxpath: socket %d: %w", i, os.ErrClosed)
+		}
+		u := s.UMEM()
+		pl := pools[u]
+		if pl == nil {
+			pl = &pool{u: u, mem: u.Bytes(), size: u.Size(), fsize: u.FrameSize(),
+				shift: uint(bits.TrailingZeros32(u.FrameSize())),
+				lent:  make([]uint64, (u.FrameCount()+63)/64)}
+			pools[u] = pl
+			p.pools = append(p.pools, pl)
+		}
+		pl.nsock++
+		n := c.Weight + MaxSegments
+		p.socks = append(p.socks, &sock{
+			s: s, idx: i, rx: s.RX(), fill: s.Fill(), pool: pl,
+			descs: make([]xsk.Desc, n),
+			stash: make([]uint64, 0, n+c.FillBatch),
+			tmp:   make([]uint64, s.Fill().Size()),
+		})
+	}
+	for _, s := range p.socks {
+		s.target = s.fill.Size()
+		if c.FillFrames > 0 {
+			s.target = min(s.target, c.FillFrames)
+		} else {
+			s.target = min(s.target, int(s.pool.u.FrameCount())/s.pool.nsock)
+		}
+	}
+	if err := p.initWait(); err != nil {
+		return nil, err
+	}
+	p.ready = func(uintptr) bool { return p.stop.Load() || p.anyReady() }
+	p.pkt.Segments = p.segs[:0]
+	return p, nil
+}
+
+// Close releases the Poller's own resources (its epoll descriptor). It
+// does not close the sockets; see Reclaim for their frames. Close is
+// idempotent; it fails with ErrRunning while Run runs.
+func (p *Poller) Close() error {
+	if p.running.Load() {
+		return ErrRunning
+	}
+	if p.closed.Swap(true) {
+		return nil
+	}
+	return p.ep.Close()
+}
+
+// Run receives packets and hands them to h until ctx ends, then returns
+// ctx.Err(). It returns early with the error of a failed wake-up system
+// call. Only one Run may run at a time; it may be called again after it
+// returned.
+func (p *Poller) Run(ctx context.Context, h Handler) error {
+	if h == nil {
+		return fmt.Errorf("%w: nil handler", ErrConfig)
+	}
+	if !p.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer p.running.Store(false)
+	if p.closed.Load() {
+		return fmt.Errorf("rxpath: run: %w", os.ErrClosed)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.h = h
+	p.copier, _ = h.(Copier)
+	defer func() { p.h, p.copier = nil, nil }()
+
+	p.stop.Store(false)
+	cancelled := make(chan struct{})
+	stopCancel := context.AfterFunc(ctx, func() {
+		defer close(cancelled)
+		p.stop.Store(true)
+		_ = p.ep.SetReadDeadline(aLongTimeAgo)
+	})
+	defer func() {
+		if !stopCancel() {
+			<-cancelled
+			_ = p.ep.SetReadDeadline(time.Time{})
+		}
+		p.stop.Store(false)
+	}()
+	if p.cfg.Spin {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
+
+	err := p.loop()
+	for _, s := range p.socks {
+		// Frames received but not yet refilled go back to the allocator.
+		if len(s.stash) > 0 {
+			if perr := s.pool.u.PutBatch(s.stash); perr != nil && err == nil {
+				err = fmt.Errorf("rxpath: %w", perr)
+			}
+			s.stash = s.stash[:0]
+		}
+	}
+	p.publish()
+	if err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+func (p *Poller) loop() error {
+	for _, s := range p.socks {
+		if err := p.refill(s, true); err != nil {
+			return err
+		}
+	}
+	for !p.stop.Load() {
+		full, err := p.round()
+		if err != nil {
+			return err
+		}
+		if full || p.cfg.Spin {
+			continue
+		}
+		// The round came up short: give the kernel every frame, wake it
+		// where it asks, and sleep until a socket is readable.
+		starved := false
+		for _, s := range p.socks {
+			if err := p.refill(s, true); err != nil {
+				return err
+			}
+			starved = starved || s.starved
+		}
+		var wait time.Duration
+		if starved {
+			wait = starveWait
+		}
+		if err := p.sleep(wait); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// round is one poll: see the package documentation. It reports whether
+// the round ended on its budget or time rather than coming up short.
+func (p *Poller) round() (full bool, err error) {
+	p.c.rounds++
+	if p.cfg.BusyPoll {
+		for _, s := range p.socks {
+			p.c.syscalls++
+			if err := s.s.WakeRX(); err != nil {
+				return false, fmt.Errorf("rxpath: busy poll: %w", err)
+			}
+		}
+	}
+	var start time.Time
+	if p.cfg.RoundTime > 0 {
+		start = time.Now()
+	}
+	left := p.cfg.Budget
+	ns := len(p.socks)
+	i := p.next
+	for quiet := 0; quiet < ns; {
+		s := p.socks[i]
+		q := min(p.cfg.Weight, left)
+		n := p.visit(s, q)
+		if i++; i == ns {
+			i = 0
+		}
+		if n < q {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		if n == 0 {
+			continue
+		}
+		left -= n
+		if err := p.refill(s, false); err != nil {
+			return false, err
+		}
+		if left == 0 {
+			full = true
+			p.c.fullRounds++
+			break
+		}
+		if p.cfg.RoundTime > 0 && time.Since(start) > p.cfg.RoundTime {
+			full = true
+			p.c.timeRounds++
+			break
+		}
+	}
+	p.next = i
+	got := p.cfg.Budget - left
+	p.c.hist[min(bits.Len(uint(got)), HistogramBuckets-1)]++
+	p.c.maxRound = max(p.c.maxRound, uint64(got))
+	p.publish()
+	return full, nil
+}
+
+// visit takes up to quota packets from s and hands them to the handler.
+func (p *Poller) visit(s *sock, quota int) int {
+	s.c.visits++
+	pk := 0
+	pl := s.pool
+	for pk < quota {
+		if s.off == s.np {
+			s.off, s.np = 0, 0
+			got := s.rx.Consume(s.descs[:quota-pk])
+			if got == 0 {
+				break
+			}
+			s.np = got
+		}
+		n, v := SplitPacket(s.descs[s.off:s.np], pl.size, pl.fsize)
+		if v == Partial {
+			// The rest of the packet is on the ring (the kernel publishes
+			// a packet's buffers together) or on its way: read it behind
+			// the part we have.
+			m := copy(s.descs, s.descs[s.off:s.np])
+			s.off, s.np = 0, m
+			got := s.rx.Consume(s.descs[m:])
+			if got == 0 {
+				break
+			}
+			s.np += got
+			continue
+		}
+		chain := s.descs[s.off : s.off+n]
+		s.off += n
+		s.c.frames += uint64(n)
+		pk++
+		if s.discard || v != Whole {
+			// The tail of a chain that was too long, or a packet with a
+			// descriptor outside the UMEM.
+			s.discard = v == TooLong
+			p.drop(s, chain)
+			continue
+		}
+		p.deliver(s, chain)
+	}
+	s.c.packets += uint64(pk)
+	s.c.maxVisit = max(s.c.maxVisit, uint64(pk))
+	return pk
+}
+
+// recycle queues a frame of s's UMEM for its Fill ring.
+func (p *Poller) recycle(s *sock, addr uint64) {
+	if len(s.stash) == cap(s.stash) {
+		p.flushStash(s)
+	}
+	s.stash = append(s.stash, addr&^uint64(s.pool.fsize-1))
+}
+
+// drop counts and discards a packet; the frames it names that the poller
+// lent are recycled, the others counted invalid and left alone.
+func (p *Poller) drop(s *sock, chain []xsk.Desc) {
+	p.c.dropped++
+	for _, d := range chain {
+		if d.Addr < s.pool.size && s.pool.take(d.Addr) {
+			p.recycle(s, d.Addr)
+		} else {
+			p.c.invalid++
+		}
+	}
+}
+
+// deliver hands one valid packet to the handler: copied or lent.
+func (p *Poller) deliver(s *sock, chain []xsk.Desc) {
+	pl := s.pool
+	for _, d := range chain {
+		if !pl.isLent(d.Addr) {
+			// A frame the kernel does not have from us: a forged or
+			// duplicated descriptor. Drop the packet, keep the frames.
+			p.drop(s, chain)
+			return
+		}
+	}
+	pk := &p.pkt
+	pk.Socket, pk.Index = s.s, s.idx
+	pk.copied, pk.kept = false, false
+	if len(chain) == 1 {
+		d := chain[0]
+		pl.take(d.Addr)
+		data := pl.mem[d.Addr : d.Addr+uint64(d.Len)]
+		if int(d.Len) <= p.copyMax {
+			buf := p.copyBuf
+			if p.copier != nil {
+				buf = p.copier.CopyBuffer(int(d.Len))
+			}
+			if cap(buf) >= len(data) {
+				buf = buf[:len(data)]
+				copy(buf, data)
+				p.recycle(s, d.Addr)
+				pk.copied = true
+				pk.Data, pk.Len, pk.descs = buf, len(buf), nil
+				pk.Segments = append(p.segs[:0], buf)
+				p.c.copied++
+				p.c.bytes += uint64(len(buf))
+				p.h.Receive(pk)
+				pk.Data, pk.Segments = nil, nil
+				return
+			}
+		}
+		pk.Data, pk.Len = data, len(data)
+		pk.Segments = append(p.segs[:0], data)
+	} else {
+		total := 0
+		segs := p.segs[:0]
+		for _, d := range chain {
+			pl.take(d.Addr)
+			seg := pl.mem[d.Addr : d.Addr+uint64(d.Len)]
+			segs = append(segs, seg)
+			total += len(seg)
+		}
+		pk.Data, pk.Segments, pk.Len = segs[0], segs, total
+		p.c.chains++
+	}
+	pk.descs = chain
+	p.c.lent++
+	p.c.bytes += uint64(pk.Len)
+	p.h.Receive(pk)
+	if pk.kept {
+		p.c.kept++
+	} else {
+		for _, d := range chain {
+			p.recycle(s, d.Addr)
+		}
+	}
+	pk.Data, pk.Segments, pk.descs = nil, nil, nil
+}
+
+// produce puts frames on s's Fill ring and marks them lent; it returns how
+// many the ring took.
+func (p *Poller) produce(s *sock, addrs []uint64) int {
+	n := s.fill.Produce(addrs)
+	for _, a := range addrs[:n] {
+		s.pool.give(a)
+	}
+	return n
+}
+
+// flushStash gives the stash to the Fill ring, and what does not fit to
+// the allocator.
+func (p *Poller) flushStash(s *sock) {
+	n := p.produce(s, s.stash)
+	if n < len(s.stash) {
+		if err := s.pool.u.PutBatch(s.stash[n:]); err != nil {
+			panic("rxpath: " + err.Error()) // a frame we took twice: a bug here
+		}
+	}
+	s.stash = s.stash[:0]
+}
+
+// refill tops s's Fill ring up to its target: from the stash first, then
+// from the allocator. Unless force, it waits until a batch is worth it.
+// It wakes the kernel when the ring asks for it.
+func (p *Poller) refill(s *sock, force bool) error {
+	have := s.fill.Len()
+	if have == 0 {
+		p.c.fillEmpty++
+	}
+	want := s.target - have
+	if want < p.cfg.FillBatch && have > 0 && !force {
+		return nil
+	}
+	s.starved = false
+	if want > 0 {
+		n := p.produce(s, s.stash[:min(want, len(s.stash))])
+		want -= n
+		s.stash = append(s.stash[:0], s.stash[n:]...)
+		if want > 0 {
+			got := s.pool.u.GetBatch(s.tmp[:min(want, len(s.tmp))])
+			if k := p.produce(s, s.tmp[:got]); k < got {
+				if err := s.pool.u.PutBatch(s.tmp[k:got]); err != nil {
+					return fmt.Errorf("rxpath: %w", err)
+				}
+			}
+			if got == 0 && have == 0 && n == 0 {
+				s.starved = true
+				p.c.fillStarved++
+			}
+		}
+	}
+	if len(s.stash) > 0 {
+		if err := s.pool.u.PutBatch(s.stash); err != nil {
+			return fmt.Errorf("rxpath: %w", err)
+		}
+		s.stash = s.stash[:0]
+	}
+	if s.fill.NeedWakeup() {
+		p.c.syscalls++
+		if err := s.s.WakeRX(); err != nil {
+			return fmt.Errorf("rxpath: wake RX: %w", err)
+		}
+	}
+	return nil
+}
+
+// anyReady reports whether a socket has descriptors to handle.
+func (p *Poller) anyReady() bool {
+	for _, s := range p.socks {
+		if s.off < s.np || s.rx.Len() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Reclaim gives back to the UMEM allocator every frame the poller lent to
+// the kernel and did not get back (on Fill rings, on RX rings unread) and
+// every descriptor it read but did not deliver. The kernel may write
+// frames until their socket is closed, so Reclaim fails with ErrOpen while
+// any of the Poller's sockets is open, and with ErrRunning during Run. It
+// returns how many frames it gave back; a second call returns 0.
+func (p *Poller) Reclaim() (int, error) {
+	if p.running.Load() {
+		return 0, ErrRunning
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.socks {
+		if s.s.FD() >= 0 {
+			return 0, fmt.Errorf("%w: %s queue %d", ErrOpen, s.s.Ifname(), s.s.Queue())
+		}
+	}
+	total := 0
+	var errs []error
+	for _, s := range p.socks {
+		// Read but not handled: the lent bit is set for ours.
+		for _, d := range s.descs[s.off:s.np] {
+			if d.Addr < s.pool.size && s.pool.take(d.Addr) {
+				if err := s.pool.u.Put(d.Addr); err != nil {
+					errs = append(errs, err)
+				} else {
+					total++
+				}
+			}
+		}
+		s.off, s.np = 0, 0
+	}
+	for _, pl := range p.pools {
+		var addrs [64]uint64
+		for w, word := range pl.lent {
+			n := 0
+			for word != 0 {
+				b := bits.TrailingZeros64(word)
+				word &^= 1 << b
+				addrs[n] = uint64(w*64+b) << pl.shift
+				n++
+			}
+			pl.lent[w] = 0
+			if n == 0 {
+				continue
+			}
+			pl.u.Moved(umem.Fill, umem.Held, n)
+			if err := pl.u.PutBatch(addrs[:n]); err != nil {
+				errs = append(errs, err)
+			}
+			total += n
+		}
+	}
+	if len(errs) > 0 {
+		return total, fmt.Errorf("rxpath: reclaim: %w", errors.Join(errs...))
+	}
+	return total, nil
+}

@@ -1,0 +1,142 @@
+package rxpath
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/xdpkit/xdpkit/xsk"
+)
+
+// HistogramBuckets is the number of buckets of Stats.RoundHistogram.
+const HistogramBuckets = 12
+
+// Stats are a Poller's counters since New.
+type Stats struct {
+	Rounds      uint64 // polling rounds
+	FullRounds  uint64 // rounds that ended on their budget
+	TimeRounds  uint64 // rounds that ended on RoundTime
+	MaxRound    uint64 // most packets taken in one round (<= Budget)
+	Packets     uint64 // packets taken off the RX rings, delivered or dropped
+	Frames      uint64 // descriptors taken off the RX rings
+	Bytes       uint64 // bytes delivered
+	Copied      uint64 // packets delivered as copies
+	Lent        uint64 // packets delivered zero-copy
+	Chains      uint64 // multi-buffer packets delivered (also counted in Lent)
+	Kept        uint64 // lent packets the handler kept
+	Dropped     uint64 // packets dropped for a bad descriptor
+	Invalid     uint64 // descriptors outside the UMEM or naming a frame not lent
+	Sleeps      uint64 // times the poller went to sleep
+	Wakeups     uint64 // sleeps ended by a readable socket
+	Syscalls    uint64 // system calls made by the poller: RX wake-ups, busy polls
+	FillEmpty   uint64 // refills that found a Fill ring empty
+	FillStarved uint64 // refills that found no frame to put on an empty Fill ring
+	// RoundHistogram counts rounds by packets taken: bucket 0 is 0
+	// packets, bucket i (i > 0) is 2^(i-1) to 2^i-1, the last bucket
+	// everything above.
+	RoundHistogram [HistogramBuckets]uint64
+	Sockets        []SocketStats
+}
+
+// SocketStats are one socket's counters.
+type SocketStats struct {
+	Visits   uint64
+	Packets  uint64
+	Frames   uint64
+	MaxVisit uint64    // most packets taken in one visit (<= Weight)
+	XDP      xsk.Stats // the kernel's XDP_STATISTICS
+}
+
+func (s *Stats) String() string {
+	return fmt.Sprintf("rounds %d (full %d, timed %d, max %d), packets %d (copied %d, lent %d, chains %d, kept %d, dropped %d), frames %d, invalid %d, sleeps %d, wakeups %d, syscalls %d, fill empty %d, starved %d",
+		s.Rounds, s.FullRounds, s.TimeRounds, s.MaxRound, s.Packets, s.Copied, s.Lent, s.Chains, s.Kept, s.Dropped,
+		s.Frames, s.Invalid, s.Sleeps, s.Wakeups, s.Syscalls, s.FillEmpty, s.FillStarved)
+}
+
+// counters are written by Run only; mirror holds their values as of the
+// last publish, for Stats from any goroutine.
+type counters struct {
+	rounds, fullRounds, timeRounds, maxRound    uint64
+	bytes, copied, lent, chains, kept           uint64
+	dropped, invalid, sleeps, wakeups, syscalls uint64
+	fillEmpty, fillStarved                      uint64
+	hist                                        [HistogramBuckets]uint64
+}
+
+type mirror struct {
+	rounds, fullRounds, timeRounds, maxRound    atomic.Uint64
+	bytes, copied, lent, chains, kept           atomic.Uint64
+	dropped, invalid, sleeps, wakeups, syscalls atomic.Uint64
+	fillEmpty, fillStarved                      atomic.Uint64
+	hist                                        [HistogramBuckets]atomic.Uint64
+}
+
+type sockCounters struct{ visits, packets, frames, maxVisit uint64 }
+
+type sockMirror struct{ visits, packets, frames, maxVisit atomic.Uint64 }
+
+// publish copies the counters to their mirrors: single writer, so plain
+// stores of the running totals.
+func (p *Poller) publish() {
+	c, m := &p.c, &p.pub
+	m.rounds.Store(c.rounds)
+	m.fullRounds.Store(c.fullRounds)
+	m.timeRounds.Store(c.timeRounds)
+	m.maxRound.Store(c.maxRound)
+	m.bytes.Store(c.bytes)
+	m.copied.Store(c.copied)
+	m.lent.Store(c.lent)
+	m.chains.Store(c.chains)
+	m.kept.Store(c.kept)
+	m.dropped.Store(c.dropped)
+	m.invalid.Store(c.invalid)
+	m.sleeps.Store(c.sleeps)
+	m.wakeups.Store(c.wakeups)
+	m.syscalls.Store(c.syscalls)
+	m.fillEmpty.Store(c.fillEmpty)
+	m.fillStarved.Store(c.fillStarved)
+	for i := range c.hist {
+		m.hist[i].Store(c.hist[i])
+	}
+	for _, s := range p.socks {
+		s.pub.visits.Store(s.c.visits)
+		s.pub.packets.Store(s.c.packets)
+		s.pub.frames.Store(s.c.frames)
+		s.pub.maxVisit.Store(s.c.maxVisit)
+	}
+}
+
+// Stats returns the counters as of the end of the last round, with each
+// socket's XDP_STATISTICS read now. It may be called from any goroutine,
+// also while Run runs. The error is that of reading XDP_STATISTICS (a
+// closed socket, for example); the other counters are valid regardless.
+func (p *Poller) Stats() (Stats, error) {
+	m := &p.pub
+	st := Stats{
+		Rounds: m.rounds.Load(), FullRounds: m.fullRounds.Load(), TimeRounds: m.timeRounds.Load(),
+		MaxRound: m.maxRound.Load(), Bytes: m.bytes.Load(), Copied: m.copied.Load(), Lent: m.lent.Load(),
+		Chains: m.chains.Load(), Kept: m.kept.Load(), Dropped: m.dropped.Load(), Invalid: m.invalid.Load(),
+		Sleeps: m.sleeps.Load(), Wakeups: m.wakeups.Load(), Syscalls: m.syscalls.Load(),
+		FillEmpty: m.fillEmpty.Load(), FillStarved: m.fillStarved.Load(),
+		Sockets: make([]SocketStats, len(p.socks)),
+	}
+	for i := range m.hist {
+		st.RoundHistogram[i] = m.hist[i].Load()
+	}
+	var firstErr error
+	for i, s := range p.socks {
+		ss := &st.Sockets[i]
+		ss.Visits, ss.Packets = s.pub.visits.Load(), s.pub.packets.Load()
+		ss.Frames, ss.MaxVisit = s.pub.frames.Load(), s.pub.maxVisit.Load()
+		st.Packets += ss.Packets
+		st.Frames += ss.Frames
+		if s.s.FD() < 0 {
+			continue
+		}
+		x, err := s.s.Stats()
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		ss.XDP = x
+	}
+	return st, firstErr
+}
