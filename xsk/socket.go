@@ -505,7 +505,7 @@ func (s *Socket) WaitRX(ctx context.Context) error {
 	if s.rx == nil {
 		return ErrNoRing
 	}
-	return s.wait(ctx, func() bool { return s.rx.queued() > 0 })
+	return s.wait(ctx, false, func() bool { return s.rx.queued() > 0 })
 }
 
 // WaitTX blocks until the Completion ring has entries or the TX ring has
@@ -514,25 +514,32 @@ func (s *Socket) WaitTX(ctx context.Context) error {
 	if s.tx == nil {
 		return ErrNoRing
 	}
-	return s.wait(ctx, func() bool { return s.comp.queued() > 0 || s.tx.pending() < s.tx.size })
+	return s.wait(ctx, true, func() bool { return s.comp.queued() > 0 || s.tx.pending() < s.tx.size })
 }
 
-func (s *Socket) wait(ctx context.Context, ready func() bool) error {
+// wait parks on the runtime poller until ready() holds: for readability
+// (EPOLLIN: RX descriptors) or, with write, writability (EPOLLOUT: room
+// on the TX ring).
+func (s *Socket) wait(ctx context.Context, write bool, ready func() bool) error {
 	if ready() {
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	setDeadline, poll := s.file.SetReadDeadline, s.rc.Read
+	if write {
+		setDeadline, poll = s.file.SetWriteDeadline, s.rc.Write
+	}
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { _ = s.file.SetReadDeadline(aLongTimeAgo) })
+		stop := context.AfterFunc(ctx, func() { _ = setDeadline(aLongTimeAgo) })
 		defer func() {
 			if !stop() {
-				_ = s.file.SetReadDeadline(time.Time{})
+				_ = setDeadline(time.Time{})
 			}
 		}()
 	}
-	err := s.rc.Read(func(uintptr) bool { return ready() })
+	err := poll(func(uintptr) bool { return ready() })
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -6,6 +6,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if ns := os.Getenv("XK_CHILD_NS"); ns != "" {
+		os.Exit(childAttachAndHang(ns, os.Getenv("XK_CHILD_IF")))
+	}
 	Sweep()
 	os.Exit(LeakCheck(m))
 }
