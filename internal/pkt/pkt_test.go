@@ -59,7 +59,7 @@ func tcp(sp, dp uint16) []byte {
 
 func TestParse(t *testing.T) {
 	hop := make([]byte, 8)
-	hop[0] = ProtoUDP // next header
+	hop[0] = ProtoUDP                             // next header
 	frag := []byte{ProtoUDP, 0, 0, 8, 0, 0, 0, 1} // offset 1: not first
 	for _, tc := range []struct {
 		name  string
