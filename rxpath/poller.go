@@ -17,6 +17,10 @@ import (
 	"github.com/xdpkit/xdpkit/xsk"
 )
 
+// closedWait bounds every sleep, so that a socket closed by another
+// goroutine ends Run within that time (2 wake-ups a second when idle).
+const closedWait = 500 * time.Millisecond
+
 // starveWait is how long a poller sleeps when a Fill ring is empty and the
 // allocator has no frame to put on it: no packet can arrive then, so it
 // looks again for frames that the handler gave back.
@@ -258,7 +262,13 @@ func (p *Poller) loop() error {
 			continue
 		}
 		// The round came up short: give the kernel every frame, wake it
-		// where it asks, and sleep until a socket is readable.
+		// where it asks, and sleep until a socket is readable. A socket
+		// closed under us (its rings then take nothing) ends the Run.
+		for _, s := range p.socks {
+			if s.s.Closed() {
+				return fmt.Errorf("rxpath: socket %s queue %d: %w", s.s.Ifname(), s.s.Queue(), os.ErrClosed)
+			}
+		}
 		starved := false
 		for _, s := range p.socks {
 			if err := p.refill(s, true); err != nil {
@@ -266,7 +276,9 @@ func (p *Poller) loop() error {
 			}
 			starved = starved || s.starved
 		}
-		var wait time.Duration
+		// Never sleep longer than closedWait: a socket closed while we
+		// sleep leaves the epoll set without a word.
+		wait := closedWait
 		if starved {
 			wait = starveWait
 		}

@@ -213,7 +213,9 @@ func TestIdle(t *testing.T) {
 	if d := st1.Syscalls - st0.Syscalls; d != 0 {
 		t.Errorf("%d system calls while idle", d)
 	}
-	if d := st1.Rounds - st0.Rounds; d > 2 {
+	// The poller wakes every 500 ms (closedWait) to notice a socket
+	// closed by another goroutine; nothing else may wake it.
+	if d := st1.Rounds - st0.Rounds; d > uint64(2+wall/(500*time.Millisecond)) {
 		t.Errorf("%d rounds while idle", d)
 	}
 }

@@ -162,8 +162,15 @@ func New(cfg *Config) (*UMEM, error) {
 	for i := range u.isFree {
 		u.isFree[i] = true
 	}
+	live.Add(1)
 	return u, nil
 }
+
+var live atomic.Int64
+
+// Live returns how many UMEMs of this process are mapped and not yet
+// closed: for leak checks in tests and for monitoring.
+func Live() int { return int(live.Load()) }
 
 // Close unregisters and unmaps the UMEM. It fails with ErrBusy while
 // sockets still use it; after a successful Close it returns nil again.
@@ -177,6 +184,7 @@ func (u *UMEM) Close() error {
 		return fmt.Errorf("%w: %d socket(s)", ErrBusy, u.sockets)
 	}
 	u.closed = true
+	live.Add(-1)
 	var errs []error
 	if err := unix.Close(u.fd); err != nil {
 		errs = append(errs, os.NewSyscallError("close", err))

@@ -14,6 +14,10 @@ type CompletionRing struct {
 // releases their ring entries with one index store and returns how many
 // it took. The frames pass back to the application.
 func (c *CompletionRing) Consume(addrs []uint64) int {
+	if !c.g.enter() {
+		return 0
+	}
+	defer c.g.exit()
 	n := c.avail(uint32(len(addrs)))
 	if n == 0 {
 		return 0
@@ -28,7 +32,13 @@ func (c *CompletionRing) Consume(addrs []uint64) int {
 }
 
 // Len is the number of completions waiting.
-func (c *CompletionRing) Len() int { return int(c.queued()) }
+func (c *CompletionRing) Len() int {
+	if !c.g.enter() {
+		return 0
+	}
+	defer c.g.exit()
+	return int(c.queued())
+}
 
 // Size is the ring's capacity.
 func (c *CompletionRing) Size() int { return int(c.size) }

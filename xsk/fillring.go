@@ -14,6 +14,10 @@ type FillRing struct {
 // one index store, and returns how many it took. The frames pass from the
 // application to the kernel.
 func (f *FillRing) Produce(addrs []uint64) int {
+	if !f.g.enter() {
+		return 0
+	}
+	defer f.g.exit()
 	n := f.free(uint32(len(addrs)))
 	n = min(n, uint32(len(addrs)))
 	if n == 0 {
@@ -29,15 +33,33 @@ func (f *FillRing) Produce(addrs []uint64) int {
 }
 
 // Free reports how many entries Produce could write now.
-func (f *FillRing) Free() int { return int(f.free(f.size)) }
+func (f *FillRing) Free() int {
+	if !f.g.enter() {
+		return 0
+	}
+	defer f.g.exit()
+	return int(f.free(f.size))
+}
 
 // Len is the number of frames on the ring that the kernel has not
 // consumed yet.
-func (f *FillRing) Len() int { return int(f.pending()) }
+func (f *FillRing) Len() int {
+	if !f.g.enter() {
+		return 0
+	}
+	defer f.g.exit()
+	return int(f.pending())
+}
 
 // Size is the ring's capacity.
 func (f *FillRing) Size() int { return int(f.size) }
 
 // NeedWakeup reports whether the kernel has run out of fill frames and
 // asks for a wake-up (see Socket.KickRX).
-func (f *FillRing) NeedWakeup() bool { return f.needWakeup() }
+func (f *FillRing) NeedWakeup() bool {
+	if !f.g.enter() {
+		return false
+	}
+	defer f.g.exit()
+	return f.needWakeup()
+}

@@ -19,6 +19,7 @@ type ring struct {
 	cached uint32
 
 	mem []byte // the mapping, for munmap
+	g   *guard // the socket's: operations fail once it closes
 }
 
 // free returns how many entries a producer may write, reading the

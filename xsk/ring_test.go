@@ -23,6 +23,7 @@ func newFake(r *ring, size uint32, entry uintptr) (fakeRing, unsafe.Pointer) {
 	r.consumer = (*uint32)(unsafe.Add(base, 64))
 	r.flags = (*uint32)(unsafe.Add(base, 128))
 	r.size, r.mask = size, size-1
+	r.g = &guard{}
 	return fakeRing{words: words, prod: r.producer, cons: r.consumer}, unsafe.Add(base, 192)
 }
 

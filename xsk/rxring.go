@@ -16,6 +16,10 @@ type RXRing struct {
 // back (Fill ring, TX ring or umem.Put). An empty ring costs one atomic
 // load and no system call.
 func (r *RXRing) Consume(descs []Desc) int {
+	if !r.g.enter() {
+		return 0
+	}
+	defer r.g.exit()
 	n := r.avail(uint32(len(descs)))
 	if n == 0 {
 		return 0
@@ -30,7 +34,13 @@ func (r *RXRing) Consume(descs []Desc) int {
 }
 
 // Len is the number of received descriptors waiting.
-func (r *RXRing) Len() int { return int(r.queued()) }
+func (r *RXRing) Len() int {
+	if !r.g.enter() {
+		return 0
+	}
+	defer r.g.exit()
+	return int(r.queued())
+}
 
 // Size is the ring's capacity.
 func (r *RXRing) Size() int { return int(r.size) }

@@ -85,7 +85,10 @@ type Config struct {
 // Socket is an AF_XDP socket bound to one queue of one interface.
 //
 // Each ring is single-producer, single-consumer: use each from one
-// goroutine at a time. Close must not run concurrently with ring use.
+// goroutine at a time. Close may run while other goroutines use the
+// rings: their operations then take nothing (0, false) and kicks, waits
+// and Stats return os.ErrClosed; Closed tells them apart from an empty
+// or full ring.
 type Socket struct {
 	fd      int      // the AF_XDP socket
 	file    *os.File // a duplicate of fd registered with the runtime poller
@@ -108,6 +111,7 @@ type Socket struct {
 	kicksTX, kicksRX, kicksAgain atomic.Uint64
 
 	closed    atomic.Bool
+	g         guard
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -188,6 +192,7 @@ func (s *Socket) init(c *Config) error {
 	if err != nil {
 		return fmt.Errorf("xsk: %w", err)
 	}
+	s.fill.g, s.comp.g = &s.g, &s.g
 	if err := s.fill.mmap(s.fd, off.Fr, c.FillSize); err != nil {
 		return fmt.Errorf("xsk: fill ring: %w", err)
 	}
@@ -198,12 +203,14 @@ func (s *Socket) init(c *Config) error {
 	s.comp.umem = s.umem
 	if !c.NoRX {
 		s.rx = &RXRing{umem: s.umem}
+		s.rx.g = &s.g
 		if err := s.rx.mmap(s.fd, off.Rx, c.RXSize); err != nil {
 			return fmt.Errorf("xsk: RX ring: %w", err)
 		}
 	}
 	if !c.NoTX {
 		s.tx = &TXRing{umem: s.umem}
+		s.tx.g = &s.g
 		if err := s.tx.mmap(s.fd, off.Tx, c.TXSize); err != nil {
 			return fmt.Errorf("xsk: TX ring: %w", err)
 		}
@@ -351,6 +358,7 @@ func (s *Socket) initPoller() error {
 func (s *Socket) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		s.g.close() // no ring operation or kick in progress after this
 		var errs []error
 		// Close the poller's duplicate first: it wakes a goroutine in
 		// WaitRX or WaitTX and waits until none is reading the rings.
@@ -377,6 +385,9 @@ func (s *Socket) Close() error {
 	})
 	return s.closeErr
 }
+
+// Closed reports whether Close was called.
+func (s *Socket) Closed() bool { return s.closed.Load() }
 
 // FD is the socket's file descriptor, to register in an XSKMAP.
 func (s *Socket) FD() int { return s.fd }
@@ -422,7 +433,10 @@ func (s *Socket) KickTX() error {
 	if s.tx == nil {
 		return ErrNoRing
 	}
-	if s.wakeup && !s.tx.needWakeup() {
+	if s.wakeup && !s.tx.NeedWakeup() {
+		if s.closed.Load() {
+			return os.ErrClosed
+		}
 		return nil
 	}
 	return s.WakeTX()
@@ -430,6 +444,10 @@ func (s *Socket) KickTX() error {
 
 // WakeTX makes the sendto system call unconditionally (busy polling).
 func (s *Socket) WakeTX() error {
+	if !s.g.enter() {
+		return os.ErrClosed
+	}
+	defer s.g.exit()
 	s.kicksTX.Add(1)
 	_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	return s.kickResult("sendto", e)
@@ -438,7 +456,10 @@ func (s *Socket) WakeTX() error {
 // KickRX wakes the kernel when the Fill ring's need_wakeup flag is set,
 // so it takes the frames put on the Fill ring since it ran out.
 func (s *Socket) KickRX() error {
-	if s.wakeup && !s.fill.needWakeup() {
+	if s.wakeup && !s.fill.NeedWakeup() {
+		if s.closed.Load() {
+			return os.ErrClosed
+		}
 		return nil
 	}
 	return s.WakeRX()
@@ -446,6 +467,10 @@ func (s *Socket) KickRX() error {
 
 // WakeRX makes the recvfrom system call unconditionally (busy polling).
 func (s *Socket) WakeRX() error {
+	if !s.g.enter() {
+		return os.ErrClosed
+	}
+	defer s.g.exit()
 	s.kicksRX.Add(1)
 	_, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	return s.kickResult("recvfrom", e)
@@ -488,6 +513,10 @@ var _ [48]byte = [unsafe.Sizeof(Stats{})]byte{}
 
 // Stats reads the kernel's XDP_STATISTICS for the socket.
 func (s *Socket) Stats() (Stats, error) {
+	if !s.g.enter() {
+		return Stats{}, os.ErrClosed
+	}
+	defer s.g.exit()
 	st, err := getStats(s.fd)
 	if err != nil {
 		return st, fmt.Errorf("xsk: %w", err)

@@ -20,6 +20,10 @@ type TXRing struct {
 // Data written with nontemporal stores must be fenced (nt.Fence) before
 // Produce publishes it.
 func (t *TXRing) Produce(descs []Desc) int {
+	if !t.g.enter() {
+		return 0
+	}
+	defer t.g.exit()
 	n := t.free(uint32(len(descs)))
 	n = min(n, uint32(len(descs)))
 	if n == 0 {
@@ -44,17 +48,35 @@ func (t *TXRing) Produce(descs []Desc) int {
 }
 
 // Free reports how many descriptors Produce could write now.
-func (t *TXRing) Free() int { return int(t.free(t.size)) }
+func (t *TXRing) Free() int {
+	if !t.g.enter() {
+		return 0
+	}
+	defer t.g.exit()
+	return int(t.free(t.size))
+}
 
 // Pending is the number of descriptors submitted that the kernel has not
 // taken off the ring yet. While it is non-zero after a batch, the caller
 // should kick again (the kernel may stop early, e.g. copy mode's 32-frame
 // budget per system call).
-func (t *TXRing) Pending() int { return int(t.pending()) }
+func (t *TXRing) Pending() int {
+	if !t.g.enter() {
+		return 0
+	}
+	defer t.g.exit()
+	return int(t.pending())
+}
 
 // Size is the ring's capacity.
 func (t *TXRing) Size() int { return int(t.size) }
 
 // NeedWakeup reports whether the kernel asks for a system call to start
 // sending (see Socket.KickTX).
-func (t *TXRing) NeedWakeup() bool { return t.needWakeup() }
+func (t *TXRing) NeedWakeup() bool {
+	if !t.g.enter() {
+		return false
+	}
+	defer t.g.exit()
+	return t.needWakeup()
+}

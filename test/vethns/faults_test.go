@@ -3,9 +3,11 @@ package vethns_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
@@ -226,5 +228,118 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestXSKCloseWhileBusy: Close from another goroutine while one goroutine
+// receives and another sends: no crash, both see os.ErrClosed, and the
+// rings take nothing afterwards.
+func TestXSKCloseWhileBusy(t *testing.T) {
+	vethns.Require(t)
+	a, b := vethns.NewNS(t), vethns.NewNS(t)
+	p := vethns.NewPair(t, a, b, nil)
+	var (
+		u    *umem.UMEM
+		s    *xsk.Socket
+		prog *xsk.Program
+	)
+	if err := a.Do(func() error {
+		var err error
+		if u, err = umem.New(&umem.Config{FrameSize: 2048, FrameCount: 4096}); err != nil {
+			return err
+		}
+		if s, err = xsk.New(p.A.Name, 0, u, nil); err != nil {
+			return err
+		}
+		if prog, err = xsk.AttachProgram(p.A.Name, nil); err != nil {
+			return err
+		}
+		return prog.Register(s)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	defer prog.Close()
+	addrs := make([]uint64, 2048)
+	s.Fill().Produce(addrs[:u.GetBatch(addrs)])
+
+	// The peer floods the socket with kernel UDP.
+	conn, err := b.DialUDP(netip.AddrPort{}, p.A.AddrPort4(9000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	stop := make(chan struct{})
+	go func() {
+		msg := make([]byte, 100)
+		for i := 0; i < 1_000_000; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			conn.Write(msg)
+		}
+	}()
+	defer close(stop)
+
+	errs := make(chan error, 2)
+	go func() { // receiver
+		descs := make([]xsk.Desc, 64)
+		addrs := make([]uint64, 64)
+		for i := 0; ; i++ {
+			k := s.RX().Consume(descs)
+			for j := range descs[:k] {
+				addrs[j] = descs[j].Addr
+			}
+			s.Fill().Produce(addrs[:k])
+			if err := s.KickRX(); err != nil {
+				errs <- err
+				return
+			}
+			if i > 50_000_000 {
+				errs <- fmt.Errorf("receiver never saw the close")
+				return
+			}
+		}
+	}()
+	go func() { // sender: reuses frames it takes from the allocator
+		descs := make([]xsk.Desc, 64)
+		addrs := make([]uint64, 64)
+		for i := 0; ; i++ {
+			c := s.Completion().Consume(addrs)
+			_ = u.PutBatch(addrs[:c])
+			n := u.GetBatch(addrs[:16])
+			for j := 0; j < n; j++ {
+				descs[j] = xsk.Desc{Addr: addrs[j], Len: 60}
+			}
+			k := s.TX().Produce(descs[:n])
+			_ = u.PutBatch(addrs[k:n])
+			if err := s.WakeTX(); err != nil {
+				errs <- err
+				return
+			}
+			if i > 50_000_000 {
+				errs <- fmt.Errorf("sender never saw the close")
+				return
+			}
+		}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, os.ErrClosed) {
+				t.Fatalf("after Close: %v, want os.ErrClosed", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a ring user hung after Close")
+		}
+	}
+	if n := s.RX().Consume(make([]xsk.Desc, 4)); n != 0 || !s.Closed() {
+		t.Fatalf("closed socket: Consume = %d, Closed = %v", n, s.Closed())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/xdpkit/xdpkit/umem"
 	"io"
 	"os"
 	"os/exec"
@@ -97,25 +98,29 @@ func TestDoConcurrent(t *testing.T) {
 }
 
 func TestLeakCounters(t *testing.T) {
+	Require(t)
 	fds, maps := len(openFDs()), countMaps()
 	f, err := os.Open("/proc/self/stat")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := unix.Mmap(-1, 0, 3*os.Getpagesize(), unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	u, err := umem.New(&umem.Config{FrameCount: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := len(openFDs()) - fds; d != 1 {
-		t.Errorf("openFDs grew by %d after opening a file, want 1", d)
+	if d := len(openFDs()) - fds; d != 2 { // the file and the UMEM's socket
+		t.Errorf("openFDs grew by %d after opening a file and a UMEM, want 2", d)
 	}
-	if d := countMaps() - maps; d < 1 {
-		t.Errorf("countMaps grew by %d after an mmap, want >= 1", d)
+	if d := countMaps() - maps; d != 1 {
+		t.Errorf("countMaps grew by %d after a UMEM, want 1", d)
 	}
 	f.Close()
-	unix.Munmap(m)
+	u.Close()
 	if d := len(openFDs()) - fds; d != 0 {
 		t.Errorf("openFDs off by %d after closing", d)
+	}
+	if d := countMaps() - maps; d != 0 {
+		t.Errorf("countMaps off by %d after closing", d)
 	}
 }
 

@@ -1,0 +1,20 @@
+// Package cbench holds xdpbench, the C reference program that xdpkit's
+// AF_XDP benchmarks are compared with (xdpbench.c, built by build.sh with
+// the system's gcc against the kernel's uapi headers, without libbpf), and
+// the tests that build it and run each of its modes on veth pairs in
+// network namespaces.
+//
+// xdpbench's modes are txonly (and its alias gen), sink (XDP_DROP), rxdrop
+// and fwd; each prints one JSON line such as
+//
+//	{"mode":"txonly","frames":N,"seconds":S,"mpps":X,...}
+//
+// Run the tests (root, gcc) and the measurements with
+//
+//	go test ./bench/c/
+//	go test ./bench/c/ -run '^$' -bench . -count 3
+//
+// XDPBENCH_SECONDS sets the length of one benchmark run (default 2) and
+// XDPBENCH_PIN=1 pins the generator to CPU 0 and the receiver to CPU 1. The
+// package has no Go API; `make bench` drives the binary.
+package cbench
