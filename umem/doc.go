@@ -29,9 +29,12 @@
 //
 // # Lifetime
 //
-// The first socket created on a UMEM binds with the UMEM's own file
-// descriptor (the one it was registered on); further sockets share it with
-// XDP_SHARED_UMEM. Close the sockets first, then the UMEM: Close fails with
-// ErrBusy while sockets still use it, and is idempotent afterwards. After
-// Close, every slice returned by Frame or Bytes is invalid.
+// The first socket created on a UMEM takes the descriptor the UMEM was
+// registered on; further sockets share the UMEM through a bound socket
+// (XDP_SHARED_UMEM). Every socket closes its own descriptor, so closing a
+// socket always unbinds its queue at once. When the last socket has
+// closed, the next one registers the UMEM again on a fresh descriptor.
+// Close the sockets first, then the UMEM: Close fails with ErrBusy while
+// sockets still use it, and is idempotent afterwards. After Close, every
+// slice returned by Frame or Bytes is invalid.
 package umem

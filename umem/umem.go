@@ -71,12 +71,8 @@ type UMEM struct {
 	free    []uint64 // stack of free frame addresses
 	isFree  []bool   // by frame index
 	closed  bool
-	sockets int  // sockets attached
-	fdTaken bool // the first socket binds with fd
-	bindFlg uint16
-	// renewErr is why the registration could not move to a new fd after
-	// a failed first bind; AttachSocket returns it.
-	renewErr error
+	sockets int            // sockets attached
+	bound   map[int]uint16 // bound sockets' fds and their bind flags
 
 	fill atomic.Int64
 	tx   atomic.Int64
@@ -186,10 +182,12 @@ func (u *UMEM) Close() error {
 	u.closed = true
 	live.Add(-1)
 	var errs []error
-	if err := unix.Close(u.fd); err != nil {
-		errs = append(errs, os.NewSyscallError("close", err))
+	if u.fd >= 0 { // registered, never taken by a socket
+		if err := unix.Close(u.fd); err != nil {
+			errs = append(errs, os.NewSyscallError("close", err))
+		}
+		u.fd = -1
 	}
-	u.fd = -1
 	if err := unix.Munmap(u.fullMem); err != nil {
 		errs = append(errs, os.NewSyscallError("munmap", err))
 	}
@@ -197,9 +195,25 @@ func (u *UMEM) Close() error {
 	return errors.Join(errs...)
 }
 
-// FD is the file descriptor the UMEM is registered on (XDP_SHARED_UMEM
-// sockets name it in their bind). It is -1 after Close.
-func (u *UMEM) FD() int { return u.fd }
+// FD is a descriptor that names the UMEM to the kernel: a bound socket
+// using it, or the descriptor it was registered on while no socket has
+// taken that; -1 when there is none (after Close, or while no socket is
+// open and the registration must be made again).
+func (u *UMEM) FD() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if fd := u.sharedFD(); fd >= 0 {
+		return fd
+	}
+	return u.fd
+}
+
+func (u *UMEM) sharedFD() int {
+	for fd := range u.bound {
+		return fd
+	}
+	return -1
+}
 
 // FrameSize is the size of one frame (chunk) in bytes.
 func (u *UMEM) FrameSize() uint32 { return u.frameSize }
@@ -253,70 +267,66 @@ func (u *UMEM) Data(addr uint64, n uint32) ([]byte, bool) {
 	return u.mem[addr : addr+uint64(n) : end], true
 }
 
-// AttachSocket records a socket that uses the UMEM and reports whether it
-// is the first, which must bind with FD itself. Package xsk calls it.
-func (u *UMEM) AttachSocket() (first bool, err error) {
+// AttachSocket records a new socket of the UMEM; package xsk calls it.
+// When the UMEM has no bound socket, the new socket is the first: it
+// gets the descriptor the UMEM is registered on (registering it again on a
+// fresh socket if an earlier first socket took and closed it), owns it
+// and closes it on its own Close. Otherwise it gets fd -1 and must create
+// its own socket and bind with XDP_SHARED_UMEM to shared, a bound
+// socket of the UMEM, inheriting that socket's bind flags (flags).
+func (u *UMEM) AttachSocket() (fd int, shared int, flags uint16, err error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.closed {
-		return false, os.ErrClosed
+		return -1, -1, 0, os.ErrClosed
 	}
-	if u.renewErr != nil {
-		return false, u.renewErr
+	if sfd := u.sharedFD(); sfd >= 0 {
+		u.sockets++
+		return -1, sfd, u.bound[sfd], nil
 	}
+	if u.fd < 0 {
+		if err := u.renew(); err != nil {
+			return -1, -1, 0, err
+		}
+	}
+	fd, u.fd = u.fd, -1
 	u.sockets++
-	if !u.fdTaken {
-		u.fdTaken = true
-		return true, nil
-	}
-	return false, nil
+	return fd, -1, 0, nil
 }
 
-// DetachSocket undoes AttachSocket when the socket closes. first is what
-// AttachSocket returned and bound whether the socket's bind succeeded: a
-// first socket that never bound gives FD back to the next one. Once bound,
-// the UMEM's FD stays open (and its queue bound) until the UMEM closes, as
-// with libxdp.
-func (u *UMEM) DetachSocket(first, bound bool) {
+// SocketBound records that the socket on fd is bound with flags, so
+// that later sockets can share the UMEM through it.
+func (u *UMEM) SocketBound(fd int, flags uint16) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.sockets--
-	if first && !bound {
-		// The failed socket left rings on the fd, and a ring cannot be
-		// set twice: register on a fresh descriptor for the next one.
-		u.fdTaken = false
-		u.renewErr = u.renew()
+	if u.bound == nil {
+		u.bound = make(map[int]uint16)
 	}
+	u.bound[fd] = flags
 }
 
-// renew moves the registration to a new AF_XDP socket.
+// DetachSocket undoes AttachSocket before the socket on fd closes its
+// descriptor.
+func (u *UMEM) DetachSocket(fd int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.bound, fd)
+	u.sockets--
+}
+
+// renew registers the UMEM on a fresh AF_XDP socket, u.fd. The pages
+// are pinned again; the kernel released the old registration with its
+// last socket.
 func (u *UMEM) renew() error {
 	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return caps.Wrap("umem: socket(AF_XDP)", caps.NetRaw, os.NewSyscallError("socket", err))
 	}
-	old := u.fd
 	u.fd = fd
 	if err := u.register(); err != nil {
-		u.fd = old
+		u.fd = -1
 		unix.Close(fd)
 		return err
 	}
-	unix.Close(old)
 	return nil
-}
-
-// SetBindFlags records the bind flags of the first socket, which the
-// sockets that share the UMEM inherit. Package xsk calls it.
-func (u *UMEM) SetBindFlags(flags uint16) {
-	u.mu.Lock()
-	u.bindFlg = flags
-	u.mu.Unlock()
-}
-
-// BindFlags returns what SetBindFlags recorded.
-func (u *UMEM) BindFlags() uint16 {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.bindFlg
 }

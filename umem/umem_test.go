@@ -2,6 +2,7 @@ package umem
 
 import (
 	"errors"
+	"golang.org/x/sys/unix"
 	"os"
 	"strconv"
 	"strings"
@@ -156,25 +157,35 @@ func TestCloseBusyAndIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := u.AttachSocket()
-	if err != nil || !first {
-		t.Fatalf("AttachSocket = %v, %v", first, err)
+	fd, shared, _, err := u.AttachSocket()
+	if err != nil || fd < 0 || shared != -1 {
+		t.Fatalf("AttachSocket = %d, %d, %v", fd, shared, err)
 	}
 	if err := u.Close(); !errors.Is(err, ErrBusy) {
 		t.Fatalf("Close with a socket: %v", err)
 	}
-	u.DetachSocket(first, false)
-	if again, _ := u.AttachSocket(); !again {
-		t.Fatal("an unbound first socket did not give the UMEM fd back")
+	u.SocketBound(fd, 8)
+	fd2, shared, flags, err := u.AttachSocket()
+	if err != nil || fd2 != -1 || shared != fd || flags != 8 {
+		t.Fatalf("second AttachSocket = %d, %d, %d, %v; want to share %d", fd2, shared, flags, err, fd)
 	}
-	u.DetachSocket(true, true)
+	u.DetachSocket(-1)
+	u.DetachSocket(fd)
+	unix.Close(fd) // as the socket would
+	// No socket left: the next one gets a fresh registration.
+	fd3, shared, _, err := u.AttachSocket()
+	if err != nil || fd3 < 0 || shared != -1 {
+		t.Fatalf("AttachSocket after the last socket closed = %d, %d, %v", fd3, shared, err)
+	}
+	u.DetachSocket(fd3)
+	unix.Close(fd3)
 	if err := u.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := u.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := u.AttachSocket(); !errors.Is(err, os.ErrClosed) {
+	if _, _, _, err := u.AttachSocket(); !errors.Is(err, os.ErrClosed) {
 		t.Fatalf("AttachSocket after Close: %v", err)
 	}
 }

@@ -90,18 +90,19 @@ type Config struct {
 // and Stats return os.ErrClosed; Closed tells them apart from an empty
 // or full ring.
 type Socket struct {
-	fd      int      // the AF_XDP socket
-	file    *os.File // a duplicate of fd registered with the runtime poller
-	rc      syscall.RawConn
-	umem    *umem.UMEM
-	first   bool // fd belongs to the UMEM
-	bound   bool
-	ifindex int
-	ifname  string
-	queue   int
-	zc      bool
-	wakeup  bool // XDP_USE_NEED_WAKEUP
-	sg      bool
+	fd        int      // the AF_XDP socket
+	file      *os.File // a duplicate of fd registered with the runtime poller
+	rc        syscall.RawConn
+	umem      *umem.UMEM
+	first     bool   // fd is the UMEM's registration
+	shared    int    // otherwise: a bound socket of the UMEM to share it with
+	inherited uint16 // and that socket's bind flags
+	ifindex   int
+	ifname    string
+	queue     int
+	zc        bool
+	wakeup    bool // XDP_USE_NEED_WAKEUP
+	sg        bool
 
 	fill FillRing
 	comp CompletionRing
@@ -120,8 +121,8 @@ var _ io.Closer = (*Socket)(nil)
 
 // New creates an AF_XDP socket on queue of the interface named ifname,
 // with frames from u, and binds it. The first socket of a UMEM binds with
-// the UMEM's own descriptor; the others share it (XDP_SHARED_UMEM) and
-// must be on another queue or interface.
+// the descriptor the UMEM was registered on; the others share the UMEM
+// (XDP_SHARED_UMEM) and must be on another queue or interface.
 func New(ifname string, queue int, u *umem.UMEM, cfg *Config) (*Socket, error) {
 	var c Config
 	if cfg != nil {
@@ -148,11 +149,12 @@ func New(ifname string, queue int, u *umem.UMEM, cfg *Config) (*Socket, error) {
 	if n, err := queueCount(ifname); err == nil && queue >= n {
 		return nil, fmt.Errorf("%w: queue %d of %s, which has %d", ErrQueue, queue, ifname, n)
 	}
-	first, err := u.AttachSocket()
+	fd, shared, flags, err := u.AttachSocket()
 	if err != nil {
 		return nil, fmt.Errorf("xsk: UMEM: %w", err)
 	}
-	s := &Socket{fd: -1, umem: u, first: first, ifindex: ifi.Index, ifname: ifname, queue: queue}
+	s := &Socket{fd: fd, umem: u, first: fd >= 0, shared: shared, inherited: flags,
+		ifindex: ifi.Index, ifname: ifname, queue: queue}
 	if err := s.init(&c); err != nil {
 		s.Close()
 		return nil, err
@@ -161,9 +163,7 @@ func New(ifname string, queue int, u *umem.UMEM, cfg *Config) (*Socket, error) {
 }
 
 func (s *Socket) init(c *Config) error {
-	if s.first {
-		s.fd = s.umem.FD()
-	} else {
+	if !s.first {
 		fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			return caps.Wrap("xsk: socket(AF_XDP)", caps.NetRaw, os.NewSyscallError("socket", err))
@@ -285,11 +285,11 @@ func (s *Socket) bind(c *Config) error {
 	if !s.first {
 		// A socket sharing the UMEM must not name flags: it inherits
 		// copy/zero-copy, need_wakeup and multi-buffer from the first.
-		inherited := s.umem.BindFlags()
-		s.wakeup = inherited&unix.XDP_USE_NEED_WAKEUP != 0
-		s.sg = inherited&unix.XDP_USE_SG != 0
+		flags = s.inherited
+		s.wakeup = flags&unix.XDP_USE_NEED_WAKEUP != 0
+		s.sg = flags&unix.XDP_USE_SG != 0
 		sa.Flags = unix.XDP_SHARED_UMEM
-		sa.SharedUmemFD = uint32(s.umem.FD())
+		sa.SharedUmemFD = uint32(s.shared)
 	}
 	timeout := c.BindTimeout
 	if timeout == 0 {
@@ -300,10 +300,7 @@ func (s *Socket) bind(c *Config) error {
 	for {
 		err := unix.Bind(s.fd, sa)
 		if err == nil {
-			s.bound = true
-			if s.first {
-				s.umem.SetBindFlags(flags)
-			}
+			s.umem.SocketBound(s.fd, flags)
 			return nil
 		}
 		if errors.Is(err, unix.EBUSY) && time.Now().Before(deadline) {
@@ -352,9 +349,8 @@ func (s *Socket) initPoller() error {
 	return nil
 }
 
-// Close unmaps the rings and closes the socket. It is idempotent. The
-// first socket of a UMEM leaves the UMEM's descriptor open (and its
-// queue bound) until the UMEM is closed.
+// Close unmaps the rings and closes the socket, which unbinds its queue.
+// It is idempotent.
 func (s *Socket) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
@@ -374,13 +370,13 @@ func (s *Socket) Close() error {
 		if s.tx != nil {
 			errs = append(errs, s.tx.unmap())
 		}
-		if !s.first && s.fd >= 0 {
+		s.umem.DetachSocket(s.fd)
+		if s.fd >= 0 {
 			if err := unix.Close(s.fd); err != nil {
 				errs = append(errs, os.NewSyscallError("close", err))
 			}
 		}
 		s.fd = -1
-		s.umem.DetachSocket(s.first, s.bound)
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
