@@ -28,7 +28,9 @@ bench:
 	@echo "make bench: the benchmark suite is not there yet (issue 8)" >&2; exit 1
 
 demo:
-	@echo "make demo: the apps are not there yet (issue 7)" >&2; exit 1
+	@d=$$(mktemp -d /tmp/xdpkit-demo.XXXXXX) && trap 'rm -rf "$$d"' EXIT INT TERM && \
+	$(GO) build -o "$$d/" ./apps/xdpgen ./apps/xdpfwd ./apps/xdprecv ./apps/xdpdemo && \
+	"$$d/xdpdemo"
 
 $(STATICCHECK):
 	GOBIN=$(GOBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

@@ -1,0 +1,473 @@
+package apps_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xdpkit/xdpkit/apps/internal/cli"
+	"github.com/xdpkit/xdpkit/apps/internal/topo"
+	"github.com/xdpkit/xdpkit/test/vethns"
+)
+
+// bin is where TestMain built the programs.
+var bin string
+
+func TestMain(m *testing.M) {
+	vethns.Sweep()
+	dir, err := os.MkdirTemp("", "xdpkit-apps-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gobin); err != nil {
+		gobin = "go"
+	}
+	cmd := exec.Command(gobin, "build", "-o", dir+"/", "./xdpgen", "./xdpfwd", "./xdprecv", "./xdpdemo")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the apps: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	bin = dir
+	code := vethns.LeakCheck(m)
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func path(name string) string { return filepath.Join(bin, name) }
+
+// runIn runs a program inside ns to completion and returns stdout,
+// stderr and the exit code.
+func runIn(t *testing.T, ns *vethns.NS, timeout time.Duration, name string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var cmd *exec.Cmd
+	if ns == nil {
+		cmd = exec.CommandContext(ctx, path(name), args...)
+	} else {
+		cmd = exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns.Name, path(name)}, args...)...)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("%s %v: still running after %v", name, args, timeout)
+	}
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("%s: %v", name, err)
+		}
+		code = ee.ExitCode()
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func TestBadFlags(t *testing.T) {
+	vethns.Require(t)
+	ns := vethns.NewNS(t)
+	other := vethns.NewNS(t)
+	p := vethns.NewPair(t, ns, other, nil) // MTU 1500
+	ifc, peer := p.A.Name, p.B.IPv4.Addr().String()
+	for _, tc := range []struct {
+		prog string
+		args []string
+		want string
+	}{
+		{"xdpgen", []string{"-i", "nosuch0", "-dst", peer}, `unknown interface "nosuch0"`},
+		{"xdpgen", []string{"-i", ifc, "-dst", peer, "-rate", "0"}, "-rate"},
+		{"xdpgen", []string{"-i", ifc, "-dst", peer, "-rate", "-5k"}, "-rate"},
+		{"xdpgen", []string{"-i", ifc, "-dst", peer, "-size", "40"}, "below the 58 bytes"},
+		{"xdpgen", []string{"-i", ifc, "-dst", p.B.IPv6.Addr().String(), "-size", "64"}, "below the 78 bytes"},
+		{"xdpgen", []string{"-i", ifc, "-dst", peer, "-size", "1515"}, "above the 1500-byte MTU"},
+		{"xdpgen", []string{"-i", ifc, "-dst", peer, "-size", "64:7,9000"}, "above the 1500-byte MTU"},
+		{"xdpgen", []string{"-i", ifc, "-dst", peer, "-policy", "fast"}, "-policy"},
+		{"xdpgen", []string{"-i", ifc, "-dst", "not-an-ip"}, "-dst"},
+		{"xdpgen", []string{"-i", ifc}, "-dst: required"},
+		{"xdpgen", []string{"-i", ifc, "-dst", peer, "-metrics", "0.0.0.0:9100"}, "loopback"},
+		{"xdpgen", []string{"-bogus"}, "flag provided but not defined: -bogus"},
+		{"xdpgen", []string{"-count", "many"}, "invalid value"},
+		{"xdpfwd", []string{"-i", "nosuch0"}, `unknown interface "nosuch0"`},
+		{"xdpfwd", []string{"-i", ifc, "-o", "nosuch1"}, `unknown interface "nosuch1"`},
+		{"xdpfwd", []string{"-i", ifc, "-mode", "l4"}, "-mode"},
+		{"xdpfwd", []string{"-i", ifc, "-mode", "l2"}, "needs -dst-mac"},
+		{"xdpfwd", []string{"-i", ifc, "-metrics", "198.18.0.1:80"}, "loopback"},
+		{"xdpfwd", []string{}, "no interface given"},
+		{"xdprecv", []string{"-i", "nosuch0"}, `unknown interface "nosuch0"`},
+		{"xdprecv", []string{"-i", ifc, "-port", "70000"}, "-port"},
+		{"xdprecv", []string{"-i", ifc, "extra"}, "unexpected argument"},
+		{"xdpdemo", []string{"-duration", "0s"}, "-duration"},
+	} {
+		stdout, stderr, code := runIn(t, ns, 10*time.Second, tc.prog, tc.args...)
+		name := tc.prog + " " + strings.Join(tc.args, " ")
+		if code != cli.ExitUsage {
+			t.Errorf("%s: exit code %d, want %d (stderr %q)", name, code, cli.ExitUsage, stderr)
+		}
+		if strings.Count(stderr, "\n") != 1 || !strings.HasSuffix(stderr, "\n") {
+			t.Errorf("%s: stderr is not one line: %q", name, stderr)
+		}
+		if !strings.Contains(stderr, tc.want) || !strings.HasPrefix(stderr, tc.prog+": ") {
+			t.Errorf("%s: stderr %q does not say %q", name, stderr, tc.want)
+		}
+		if strings.Contains(stderr, "goroutine") || strings.Contains(stderr, "panic") || stdout != "" {
+			t.Errorf("%s: stdout %q stderr %q", name, stdout, stderr)
+		}
+	}
+	// -h is not an error: usage on stdout, exit 0.
+	for _, prog := range []string{"xdpgen", "xdpfwd", "xdprecv", "xdpdemo"} {
+		stdout, stderr, code := runIn(t, nil, 10*time.Second, prog, "-h")
+		if code != 0 || !strings.Contains(stdout, "Usage: "+prog) || !strings.Contains(stdout, "-duration") || stderr != "" {
+			t.Errorf("%s -h: exit %d, stdout %q, stderr %q", prog, code, stdout, stderr)
+		}
+	}
+}
+
+// bed is the three-namespace topology with xdpfwd running in fwd-ns.
+type bed struct {
+	t   *topo.Topology
+	fwd *topo.Proc
+}
+
+func newBed(t *testing.T) *bed {
+	t.Helper()
+	vethns.Require(t)
+	tp, err := topo.Create(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bed{t: tp}
+	t.Cleanup(func() {
+		if b.fwd != nil {
+			b.fwd.Stop(5 * time.Second)
+		}
+		if err := tp.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	b.fwd, err = topo.Start(tp.Fwd, path("xdpfwd"), nil, "-i", tp.In.B.Name, "-o", tp.Out.A.Name, "-quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.fwd.WaitReady(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// recvSummary and genSummary are the fields the tests check.
+type recvSummary struct {
+	Packets, Valid, Gaps, Late, Lost, BadIPCsum, BadUDPCsum, BadPayload, XDPDropped uint64
+	Flows, TTLMin, TTLMax                                                           int
+	AccountingOK                                                                    bool
+}
+
+type genSummary struct {
+	Sent, Completed uint64
+	Policy          string
+	PolicyReason    string
+	AccountingOK    bool
+}
+
+type fwdSummary struct {
+	Forwarded, TTLExpired, ICMPSent, NoRoute, NoNeighbour, TXRingFull uint64
+	AccountingOK                                                      bool
+	Accounting                                                        string
+}
+
+// udp sends count frames of size at rate from gen-ns to the receiver in
+// recv-ns through the forwarder and returns both summaries.
+func (b *bed) udp(t *testing.T, dst netip.Addr, count int, rate, size string, flows int) (genSummary, recvSummary) {
+	t.Helper()
+	recv, err := topo.Start(b.t.Recv, path("xdprecv"), nil, "-i", b.t.Out.B.Name, "-count", fmt.Sprint(count), "-quiet", "-duration", "60s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer recv.Stop(5 * time.Second)
+	if err := recv.WaitReady(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := runIn(t, b.t.Gen, 60*time.Second, "xdpgen", "-i", b.t.In.A.Name, "-dst", dst.String(),
+		"-count", fmt.Sprint(count), "-rate", rate, "-size", size, "-flows", fmt.Sprint(flows), "-quiet")
+	if code != 0 {
+		t.Fatalf("xdpgen: exit %d: %s", code, stderr)
+	}
+	var gs genSummary
+	if err := cli.ParseSummary(stdout, &gs); err != nil {
+		t.Fatal(err)
+	}
+	// The receiver stops by itself once it has count packets; give the
+	// last frames a moment, then stop it regardless.
+	select {
+	case <-recv.Done():
+	case <-time.After(5 * time.Second):
+		recv.Stop(5 * time.Second)
+	}
+	<-recv.Done()
+	var rs recvSummary
+	if err := cli.ParseSummary(recv.Output(), &rs); err != nil {
+		t.Fatalf("xdprecv: %v: %s", err, recv.Stderr())
+	}
+	if err := recv.Err(); err != nil {
+		t.Errorf("xdprecv: %v: %s", err, recv.Stderr())
+	}
+	return gs, rs
+}
+
+func TestForward(t *testing.T) {
+	b := newBed(t)
+	tp := b.t
+	ctx := context.Background()
+
+	t.Run("ping", func(t *testing.T) {
+		// ICMP is not redirected: the forwarder leaves it to fwd-ns's
+		// kernel, which routes it.
+		for _, dst := range []netip.Addr{tp.Out.B.IPv4.Addr(), tp.Out.B.IPv6.Addr()} {
+			out, err := tp.Gen.Exec(ctx, "ping", "-c", "3", "-i", "0.2", "-W", "2", dst.String())
+			if err != nil {
+				t.Fatalf("ping %s: %v", dst, err)
+			}
+			if !strings.Contains(string(out), " 0% packet loss") {
+				t.Fatalf("ping %s: %s", dst, out)
+			}
+		}
+	})
+
+	t.Run("udp100k", func(t *testing.T) {
+		const n = 100000
+		gs, rs := b.udp(t, tp.Out.B.IPv4.Addr(), n, "50k", "64", 1)
+		t.Logf("xdpgen: %+v\nxdprecv: %+v", gs, rs)
+		if gs.Sent != n || gs.Completed != n || !gs.AccountingOK {
+			t.Errorf("generator sent %d, completed %d, accounting ok %v", gs.Sent, gs.Completed, gs.AccountingOK)
+		}
+		if rs.Valid != n || rs.Gaps != 0 || rs.Late != 0 || rs.Lost != 0 {
+			t.Errorf("receiver: %d valid of %d, %d gaps, %d late", rs.Valid, n, rs.Gaps, rs.Late)
+		}
+		if rs.BadIPCsum+rs.BadUDPCsum+rs.BadPayload != 0 || rs.Packets != n {
+			t.Errorf("receiver: %d packets, bad: ip %d udp %d payload %d", rs.Packets, rs.BadIPCsum, rs.BadUDPCsum, rs.BadPayload)
+		}
+		if rs.TTLMin != 63 || rs.TTLMax != 63 {
+			t.Errorf("TTL at the receiver %d..%d, want 63 (64 less one hop)", rs.TTLMin, rs.TTLMax)
+		}
+		if !rs.AccountingOK {
+			t.Error("receiver lost UMEM frames")
+		}
+	})
+
+	t.Run("udp6imix", func(t *testing.T) {
+		const n = 20000
+		gs, rs := b.udp(t, tp.Out.B.IPv6.Addr(), n, "20k", "imix", 8)
+		if gs.Sent != n || rs.Valid != n || rs.Gaps != 0 || rs.Late != 0 || rs.Flows != 8 {
+			t.Errorf("sent %d, valid %d of %d, gaps %d, late %d, flows %d", gs.Sent, rs.Valid, n, rs.Gaps, rs.Late, rs.Flows)
+		}
+		if rs.BadUDPCsum+rs.BadPayload != 0 || rs.TTLMin != 63 || rs.TTLMax != 63 {
+			t.Errorf("bad udp %d payload %d, hop limit %d..%d", rs.BadUDPCsum, rs.BadPayload, rs.TTLMin, rs.TTLMax)
+		}
+	})
+
+	t.Run("tcp16MiB", func(t *testing.T) {
+		fwdBefore, err := tp.Fwd.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := netip.AddrPortFrom(tp.Out.B.IPv4.Addr(), 5001)
+		var ln net.Listener
+		if err := tp.Recv.Do(func() (err error) {
+			ln, err = net.Listen("tcp", dst.String())
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		const size = 16 << 20
+		data := make([]byte, size)
+		r := rand.New(rand.NewPCG(1, 2))
+		for i := 0; i < size; i += 8 {
+			v := r.Uint64()
+			for k := 0; k < 8; k++ {
+				data[i+k] = byte(v >> (8 * k))
+			}
+		}
+		type result struct {
+			n   int64
+			sum [32]byte
+			err error
+		}
+		got := make(chan result, 1)
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				got <- result{err: err}
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(60 * time.Second))
+			h := sha256.New()
+			n, err := io.Copy(h, c)
+			var s [32]byte
+			copy(s[:], h.Sum(nil))
+			got <- result{n, s, err}
+		}()
+		var conn net.Conn
+		if err := tp.Gen.Do(func() (err error) {
+			conn, err = net.DialTimeout("tcp", dst.String(), 5*time.Second)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(60 * time.Second))
+		if _, err := conn.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		conn.Close()
+		res := <-got
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		if res.n != size || res.sum != sha256.Sum256(data) {
+			t.Fatalf("received %d bytes, sha256 match %v", res.n, res.sum == sha256.Sum256(data))
+		}
+		for _, ns := range []*vethns.NS{tp.Gen, tp.Recv} {
+			c, err := ns.Counters()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c["Tcp:InCsumErrors"] != 0 || c["Ip:InHdrErrors"] != 0 {
+				t.Errorf("%s: Tcp:InCsumErrors %d, Ip:InHdrErrors %d", ns.Name, c["Tcp:InCsumErrors"], c["Ip:InHdrErrors"])
+			}
+		}
+		fwdAfter, err := tp.Fwd.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 16 MiB is over 11,000 segments: the kernel of fwd-ns must not
+		// have routed them, the AF_XDP forwarder did.
+		if d := fwdAfter["Ip:ForwDatagrams"] - fwdBefore["Ip:ForwDatagrams"]; d > 50 {
+			t.Errorf("fwd-ns's kernel forwarded %d datagrams: the TCP connection went around xdpfwd", d)
+		}
+	})
+
+	t.Run("ttl", func(t *testing.T) {
+		before, err := tp.Gen.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, code := runIn(t, tp.Gen, 20*time.Second, "xdpgen", "-i", tp.In.A.Name, "-dst", tp.Out.B.IPv4.Addr().String(),
+			"-count", "20", "-rate", "1k", "-ttl", "1", "-quiet")
+		if code != 0 {
+			t.Fatalf("xdpgen: %s", stderr)
+		}
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			after, err := tp.Gen.Counters()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := after["Icmp:InTimeExcds"] - before["Icmp:InTimeExcds"]
+			if d == 20 && after["Icmp:InCsumErrors"] == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("gen-ns got %d ICMP time exceeded for 20 expiring packets (csum errors %d)", d, after["Icmp:InCsumErrors"])
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+
+	t.Run("sigterm", func(t *testing.T) {
+		for _, l := range []*vethns.Link{tp.In.B, tp.Out.A} {
+			if on, err := topo.XDPAttached(l); err != nil || !on {
+				t.Fatalf("%s: XDP attached %v (%v) while xdpfwd runs", l.Name, on, err)
+			}
+		}
+		if err := b.fwd.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.fwd.Wait(5 * time.Second); err != nil {
+			t.Fatalf("xdpfwd: %v: %s", err, b.fwd.Stderr())
+		}
+		var fs fwdSummary
+		if err := cli.ParseSummary(b.fwd.Output(), &fs); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("xdpfwd: %+v", fs)
+		if !fs.AccountingOK {
+			t.Errorf("xdpfwd UMEM accounting: %s", fs.Accounting)
+		}
+		if fs.Forwarded < 120000+11000 || fs.TTLExpired != 20 || fs.ICMPSent != 20 {
+			t.Errorf("xdpfwd forwarded %d (want > 131000), TTL expired %d, ICMP sent %d (want 20)", fs.Forwarded, fs.TTLExpired, fs.ICMPSent)
+		}
+		for _, l := range []*vethns.Link{tp.In.B, tp.Out.A} {
+			if on, err := topo.XDPAttached(l); err != nil || on {
+				t.Errorf("%s: XDP attached %v (%v) after SIGTERM", l.Name, on, err)
+			}
+		}
+	})
+}
+
+// TestDemoSIGTERM interrupts the demo while traffic flows: it must remove
+// its namespaces and veths and exit.
+func TestDemoSIGTERM(t *testing.T) {
+	vethns.Require(t)
+	cmd := exec.Command(path("xdpdemo"), "-duration", "30s", "-quiet")
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	prefix := fmt.Sprintf("xk-%d-", cmd.Process.Pid)
+	deadline := time.Now().Add(15 * time.Second)
+	for !hasNetns(prefix, 3) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("demo built no topology: %s %s", out.String(), stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond) // programs started, traffic flowing
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("demo did not exit within 20 s of SIGTERM")
+	}
+	if hasNetns(prefix, 1) {
+		t.Errorf("demo left namespaces %s* behind", prefix)
+	}
+	if !strings.Contains(out.String(), "namespaces and veths removed") {
+		t.Errorf("demo output: %s / %s", out.String(), stderr.String())
+	}
+	if strings.Contains(stderr.String(), "goroutine") {
+		t.Errorf("demo stderr: %s", stderr.String())
+	}
+}
+
+func hasNetns(prefix string, n int) bool {
+	entries, _ := os.ReadDir(vethns.NetnsDir)
+	k := 0
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			k++
+		}
+	}
+	return k >= n
+}

@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Sample is a snapshot of a program's running totals.
+type Sample struct {
+	Packets, Bytes, Drops uint64
+}
+
+// Meter turns successive Samples into rates and CPU use.
+type Meter struct {
+	start, last time.Time
+	prev        Sample
+	prevCPU     time.Duration
+}
+
+// NewMeter starts measuring now.
+func NewMeter() *Meter {
+	now := time.Now()
+	return &Meter{start: now, last: now, prevCPU: CPUTime()}
+}
+
+// CPUTime is the process's user plus system time (getrusage).
+func CPUTime() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// Line returns the status line for s: elapsed time, pps, Mb/s, drops in
+// the interval and CPU use (100% is one core) since the previous Line.
+func (m *Meter) Line(s Sample) string {
+	now := time.Now()
+	dt := now.Sub(m.last).Seconds()
+	cpu := CPUTime()
+	if dt <= 0 {
+		dt = 1e-9
+	}
+	pps := float64(s.Packets-m.prev.Packets) / dt
+	mbps := float64(s.Bytes-m.prev.Bytes) * 8 / dt / 1e6
+	drops := s.Drops - m.prev.Drops
+	cpuPct := float64(cpu-m.prevCPU) / float64(now.Sub(m.last)) * 100
+	m.last, m.prev, m.prevCPU = now, s, cpu
+	return fmt.Sprintf("%7.1fs %10.0f pps %9.1f Mb/s  drops %d  cpu %5.1f%%  total %d pkts",
+		now.Sub(m.start).Seconds(), pps, mbps, drops, cpuPct, s.Packets)
+}
+
+// Elapsed is the time since NewMeter.
+func (m *Meter) Elapsed() time.Duration { return time.Since(m.start) }

@@ -1,0 +1,171 @@
+// Package topo builds the three-namespace topology of the demo and the
+// app tests:
+//
+//	gen-ns [In.A] ---veth--- [In.B] fwd-ns [Out.A] ---veth--- [Out.B] recv-ns
+//
+// with addresses from 198.18.0.0/15 and 2001:db8::/32 (one /30 and one /64
+// per pair, from test/vethns), static neighbours on each pair, routes in
+// gen-ns and recv-ns to the far subnet through the forwarder, and IP
+// forwarding on in fwd-ns so that what the AF_XDP forwarder leaves to the
+// kernel (ICMP: ping, traceroute) is still routed.
+//
+// TX checksum offload is turned off on the two end hosts' veths (In.A and
+// Out.B). A veth hands a CHECKSUM_PARTIAL skb to its peer with only the
+// pseudo-header sum in the checksum field and trusts the receiver to know
+// it; once the frame crosses XDP into an AF_XDP socket and leaves through
+// another interface, that knowledge is lost, as it would be on a wire. The
+// end hosts therefore send finished checksums, as a real NIC would put on
+// the wire.
+package topo
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+
+	"github.com/vishvananda/netlink"
+	"github.com/xdpkit/xdpkit/internal/netdev"
+	"github.com/xdpkit/xdpkit/test/vethns"
+)
+
+// Topology is the three namespaces and two veth pairs.
+type Topology struct {
+	Gen, Fwd, Recv *vethns.NS
+	In, Out        *vethns.Pair // In: A in Gen, B in Fwd; Out: A in Fwd, B in Recv
+}
+
+// Config configures Create. A nil *Config means defaults.
+type Config struct {
+	MTU int // default 1500
+	// KeepTxCsum leaves TX checksum offload on at the end hosts.
+	KeepTxCsum bool
+}
+
+// Create builds the topology. On failure it removes what it built.
+func Create(cfg *Config) (_ *Topology, err error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	t := &Topology{}
+	defer func() {
+		if err != nil {
+			t.Close()
+		}
+	}()
+	for _, p := range []**vethns.NS{&t.Gen, &t.Fwd, &t.Recv} {
+		if *p, err = vethns.CreateNS(); err != nil {
+			return nil, err
+		}
+	}
+	pc := &vethns.PairConfig{MTU: c.MTU}
+	if t.In, err = vethns.CreatePair(t.Gen, t.Fwd, pc); err != nil {
+		return nil, err
+	}
+	if t.Out, err = vethns.CreatePair(t.Fwd, t.Recv, pc); err != nil {
+		return nil, err
+	}
+	// Routes to the far subnets through the forwarder's ends.
+	if err := addRoutes(t.Gen, t.Out, t.In.B); err != nil {
+		return nil, err
+	}
+	if err := addRoutes(t.Recv, t.In, t.Out.A); err != nil {
+		return nil, err
+	}
+	err = t.Fwd.Do(func() error {
+		for _, k := range []string{"net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding"} {
+			if err := os.WriteFile("/proc/sys/"+k, []byte("1"), 0); err != nil && !(errors.Is(err, os.ErrNotExist) && k != "net/ipv4/ip_forward") {
+				return fmt.Errorf("sysctl %s: %w", k, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !c.KeepTxCsum {
+		for _, l := range []*vethns.Link{t.In.A, t.Out.B} {
+			err := l.NS.Do(func() error { return netdev.SetTxCsumOffload(l.Name, false) })
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	return t, nil
+}
+
+// addRoutes adds, in ns, routes to both subnets of far via the gateway's
+// addresses.
+func addRoutes(ns *vethns.NS, far *vethns.Pair, gw *vethns.Link) error {
+	return ns.Do(func() error {
+		for _, r := range []struct{ dst, via netip.Prefix }{
+			{far.A.IPv4.Masked(), gw.IPv4},
+			{far.A.IPv6.Masked(), gw.IPv6},
+		} {
+			route := &netlink.Route{
+				Dst: &net.IPNet{IP: r.dst.Addr().AsSlice(), Mask: net.CIDRMask(r.dst.Bits(), r.dst.Addr().BitLen())},
+				Gw:  r.via.Addr().AsSlice(),
+			}
+			if err := netlink.RouteAdd(route); err != nil {
+				return fmt.Errorf("route %s via %s in %s: %w", r.dst, r.via.Addr(), ns.Name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// Close removes the pairs and the namespaces; it is idempotent.
+func (t *Topology) Close() error {
+	var errs []error
+	for _, p := range []*vethns.Pair{t.Out, t.In} {
+		if p != nil {
+			errs = append(errs, p.Close())
+		}
+	}
+	for _, ns := range []*vethns.NS{t.Recv, t.Fwd, t.Gen} {
+		if ns != nil {
+			errs = append(errs, ns.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// LinkStats are a veth end's kernel counters.
+type LinkStats struct {
+	RxPackets, TxPackets, RxDropped, TxDropped uint64
+}
+
+// Stats reads the counters of l in its namespace.
+func Stats(l *vethns.Link) (LinkStats, error) {
+	var s LinkStats
+	err := l.NS.Do(func() error {
+		link, err := netlink.LinkByName(l.Name)
+		if err != nil {
+			return err
+		}
+		st := link.Attrs().Statistics
+		if st == nil {
+			return fmt.Errorf("no statistics for %s", l.Name)
+		}
+		s = LinkStats{st.RxPackets, st.TxPackets, st.RxDropped, st.TxDropped}
+		return nil
+	})
+	return s, err
+}
+
+// XDPAttached reports whether l has an XDP program attached.
+func XDPAttached(l *vethns.Link) (bool, error) {
+	var on bool
+	err := l.NS.Do(func() error {
+		link, err := netlink.LinkByName(l.Name)
+		if err != nil {
+			return err
+		}
+		x := link.Attrs().Xdp
+		on = x != nil && (x.Attached || x.ProgId != 0)
+		return nil
+	})
+	return on, err
+}
