@@ -1,0 +1,5 @@
+//go:build !linux
+
+package nt
+
+func allocRing(n int) ([]byte, func()) { return heapRing(n) }
