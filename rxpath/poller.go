@@ -18,7 +18,9 @@ import (
 )
 
 // closedWait bounds every sleep, so that a socket closed by another
-// goroutine ends Run within that time (2 wake-ups a second when idle).
+// goroutine, or unbound because its interface went away, ends Run within
+// that time (when idle: 2 wake-ups and 2 getsockopt calls a second per
+// socket).
 const closedWait = 500 * time.Millisecond
 
 // starveWait is how long a poller sleeps when a Fill ring is empty and the
@@ -282,8 +284,19 @@ func (p *Poller) loop() error {
 		if starved {
 			wait = starveWait
 		}
-		if err := p.sleep(wait); err != nil {
+		woke, err := p.sleep(wait)
+		if err != nil {
 			return err
+		}
+		if !woke && !starved && !p.stop.Load() {
+			// A quiet interval. A socket whose interface went away is
+			// unbound and says so only in SO_ERROR (ENETDOWN): look.
+			for _, s := range p.socks {
+				p.c.syscalls++
+				if err := s.s.Err(); err != nil {
+					return fmt.Errorf("rxpath: %w", err)
+				}
+			}
 		}
 	}
 	return nil

@@ -210,7 +210,9 @@ func TestIdle(t *testing.T) {
 	if share >= 0.02 {
 		t.Errorf("idle poller used %.2f%% of a CPU, want < 2%%", 100*share)
 	}
-	if d := st1.Syscalls - st0.Syscalls; d != 0 {
+	// One getsockopt(SO_ERROR) per 500 ms quiet interval (closedWait),
+	// to notice an interface that went away; nothing else.
+	if d := st1.Syscalls - st0.Syscalls; d > uint64(len(b.socks))*uint64(2+wall/(500*time.Millisecond)) {
 		t.Errorf("%d system calls while idle", d)
 	}
 	// The poller wakes every 500 ms (closedWait) to notice a socket

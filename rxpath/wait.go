@@ -45,17 +45,18 @@ func (p *Poller) initWait() error {
 }
 
 // sleep waits until a socket has descriptors, the Run context ends or,
-// with timeout > 0, the timeout passes.
-func (p *Poller) sleep(timeout time.Duration) error {
+// with timeout > 0, the timeout passes. woke reports a wake-up by a
+// socket (not the timeout or the end of the context).
+func (p *Poller) sleep(timeout time.Duration) (woke bool, err error) {
 	if timeout > 0 {
 		_ = p.ep.SetReadDeadline(time.Now().Add(timeout))
 	}
 	if p.stop.Load() {
-		return nil
+		return false, nil
 	}
 	p.c.sleeps++
 	p.publish()
-	err := p.rc.Read(p.ready)
+	err = p.rc.Read(p.ready)
 	if timeout > 0 {
 		// The context's AfterFunc sets stop before it sets its own
 		// deadline, so checking stop after clearing ours loses nothing.
@@ -63,12 +64,12 @@ func (p *Poller) sleep(timeout time.Duration) error {
 	}
 	switch {
 	case p.stop.Load():
-		return nil
+		return false, nil
 	case err == nil:
 		p.c.wakeups++
-		return nil
+		return true, nil
 	case timeout > 0 && errors.Is(err, os.ErrDeadlineExceeded):
-		return nil
+		return false, nil
 	}
-	return fmt.Errorf("rxpath: wait: %w", err)
+	return false, fmt.Errorf("rxpath: wait: %w", err)
 }

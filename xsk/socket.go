@@ -382,6 +382,24 @@ func (s *Socket) Close() error {
 	return s.closeErr
 }
 
+// Err returns and clears the socket's pending error (SO_ERROR): ENETDOWN
+// after its interface went away, which also unbinds the socket. nil when
+// there is none.
+func (s *Socket) Err() error {
+	if !s.g.enter() {
+		return os.ErrClosed
+	}
+	defer s.g.exit()
+	v, err := unix.GetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_ERROR)
+	if err != nil {
+		return fmt.Errorf("xsk: %w", os.NewSyscallError("getsockopt(SO_ERROR)", err))
+	}
+	if v != 0 {
+		return fmt.Errorf("xsk: %s queue %d: %w", s.ifname, s.queue, syscall.Errno(v))
+	}
+	return nil
+}
+
 // Closed reports whether Close was called.
 func (s *Socket) Closed() bool { return s.closed.Load() }
 
