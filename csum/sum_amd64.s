@@ -1,0 +1,416 @@
+//go:build amd64 && gc && !purego
+
+#include "textflag.h"
+
+// The kernels add 64-bit little-endian lanes without carries: a lane x is
+// added whole to a wrapping accumulator A and its high half x>>32 to H;
+// at the end sum(lo) = A - H<<32 exactly, and sum(lo) + sum(hi) is the
+// lanes' worth modulo 0xFFFF (see sum_go.go). The Go side passes at most
+// 1 GiB per call, so no lane sum reaches 2^64 and the lanes can be added
+// together without carries. Tails use ADD/ADC on general registers.
+
+// REDUCE256 turns the accumulators A (ya) and H (yh) into one 64-bit
+// integer in r: lanes of A - H<<32 + H, added across. Clobbers y1, y2.
+#define REDUCE256(ya, yh, xa, x1, y1, r) \
+	VPSLLQ       $32, yh, y1  \
+	VPSUBQ       y1, ya, ya   \
+	VPADDQ       yh, ya, ya   \
+	VEXTRACTI128 $1, ya, x1   \
+	VPADDQ       x1, xa, xa   \
+	VPSHUFD      $0x4e, xa, x1 \
+	VPADDQ       x1, xa, xa   \
+	MOVQ         xa, r
+
+// func sumAVX2(b []byte, acc uint64) uint64
+TEXT ·sumAVX2(SB), NOSPLIT, $0-40
+	MOVQ b_base+0(FP), SI
+	MOVQ b_len+8(FP), CX
+	MOVQ acc+24(FP), AX
+	CMPQ CX, $32
+	JB   tail8
+
+	VPXOR Y0, Y0, Y0 // A0
+	VPXOR Y1, Y1, Y1 // A1
+	VPXOR Y2, Y2, Y2 // A2
+	VPXOR Y3, Y3, Y3 // A3
+	VPXOR Y4, Y4, Y4 // H0
+	VPXOR Y5, Y5, Y5 // H1
+	VPXOR Y6, Y6, Y6 // H2
+	VPXOR Y7, Y7, Y7 // H3
+
+loop128:
+	CMPQ    CX, $128
+	JB      loop32
+	VMOVDQU 0(SI), Y8
+	VMOVDQU 32(SI), Y9
+	VMOVDQU 64(SI), Y10
+	VMOVDQU 96(SI), Y11
+	VPADDQ  Y8, Y0, Y0
+	VPADDQ  Y9, Y1, Y1
+	VPADDQ  Y10, Y2, Y2
+	VPADDQ  Y11, Y3, Y3
+	VPSRLQ  $32, Y8, Y8
+	VPSRLQ  $32, Y9, Y9
+	VPSRLQ  $32, Y10, Y10
+	VPSRLQ  $32, Y11, Y11
+	VPADDQ  Y8, Y4, Y4
+	VPADDQ  Y9, Y5, Y5
+	VPADDQ  Y10, Y6, Y6
+	VPADDQ  Y11, Y7, Y7
+	ADDQ    $128, SI
+	SUBQ    $128, CX
+	JMP     loop128
+
+loop32:
+	CMPQ    CX, $32
+	JB      reduce
+	VMOVDQU (SI), Y8
+	VPADDQ  Y8, Y0, Y0
+	VPSRLQ  $32, Y8, Y8
+	VPADDQ  Y8, Y4, Y4
+	ADDQ    $32, SI
+	SUBQ    $32, CX
+	JMP     loop32
+
+reduce:
+	VPADDQ Y1, Y0, Y0
+	VPADDQ Y3, Y2, Y2
+	VPADDQ Y2, Y0, Y0
+	VPADDQ Y5, Y4, Y4
+	VPADDQ Y7, Y6, Y6
+	VPADDQ Y6, Y4, Y4
+	REDUCE256(Y0, Y4, X0, X1, Y1, DX)
+	VZEROUPPER
+	ADDQ   DX, AX
+	ADCQ   $0, AX
+
+tail8:
+	CMPQ CX, $8
+	JB   tail4
+	ADDQ (SI), AX
+	ADCQ $0, AX
+	ADDQ $8, SI
+	SUBQ $8, CX
+	JMP  tail8
+
+tail4:
+	CMPQ  CX, $4
+	JB    tail2
+	MOVLQZX (SI), DX
+	ADDQ  DX, AX
+	ADCQ  $0, AX
+	ADDQ  $4, SI
+	SUBQ  $4, CX
+
+tail2:
+	CMPQ    CX, $2
+	JB      tail1
+	MOVWQZX (SI), DX
+	ADDQ    DX, AX
+	ADCQ    $0, AX
+	ADDQ    $2, SI
+	SUBQ    $2, CX
+
+tail1:
+	TESTQ   CX, CX
+	JZ      done
+	MOVBQZX (SI), DX
+	ADDQ    DX, AX
+	ADCQ    $0, AX
+
+done:
+	MOVQ AX, ret+32(FP)
+	RET
+
+// func copySumAVX2(dst []byte, src []byte, acc uint64) uint64
+TEXT ·copySumAVX2(SB), NOSPLIT, $0-64
+	MOVQ dst_base+0(FP), DI
+	MOVQ src_base+24(FP), SI
+	MOVQ src_len+32(FP), CX
+	MOVQ acc+48(FP), AX
+	CMPQ CX, $32
+	JB   tail8
+
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+
+loop128:
+	CMPQ    CX, $128
+	JB      loop32
+	VMOVDQU 0(SI), Y8
+	VMOVDQU 32(SI), Y9
+	VMOVDQU 64(SI), Y10
+	VMOVDQU 96(SI), Y11
+	VMOVDQU Y8, 0(DI)
+	VMOVDQU Y9, 32(DI)
+	VMOVDQU Y10, 64(DI)
+	VMOVDQU Y11, 96(DI)
+	VPADDQ  Y8, Y0, Y0
+	VPADDQ  Y9, Y1, Y1
+	VPADDQ  Y10, Y2, Y2
+	VPADDQ  Y11, Y3, Y3
+	VPSRLQ  $32, Y8, Y8
+	VPSRLQ  $32, Y9, Y9
+	VPSRLQ  $32, Y10, Y10
+	VPSRLQ  $32, Y11, Y11
+	VPADDQ  Y8, Y4, Y4
+	VPADDQ  Y9, Y5, Y5
+	VPADDQ  Y10, Y6, Y6
+	VPADDQ  Y11, Y7, Y7
+	ADDQ    $128, SI
+	ADDQ    $128, DI
+	SUBQ    $128, CX
+	JMP     loop128
+
+loop32:
+	CMPQ    CX, $32
+	JB      reduce
+	VMOVDQU (SI), Y8
+	VMOVDQU Y8, (DI)
+	VPADDQ  Y8, Y0, Y0
+	VPSRLQ  $32, Y8, Y8
+	VPADDQ  Y8, Y4, Y4
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	SUBQ    $32, CX
+	JMP     loop32
+
+reduce:
+	VPADDQ Y1, Y0, Y0
+	VPADDQ Y3, Y2, Y2
+	VPADDQ Y2, Y0, Y0
+	VPADDQ Y5, Y4, Y4
+	VPADDQ Y7, Y6, Y6
+	VPADDQ Y6, Y4, Y4
+	REDUCE256(Y0, Y4, X0, X1, Y1, DX)
+	VZEROUPPER
+	ADDQ   DX, AX
+	ADCQ   $0, AX
+
+tail8:
+	CMPQ CX, $8
+	JB   tail4
+	MOVQ (SI), DX
+	MOVQ DX, (DI)
+	ADDQ DX, AX
+	ADCQ $0, AX
+	ADDQ $8, SI
+	ADDQ $8, DI
+	SUBQ $8, CX
+	JMP  tail8
+
+tail4:
+	CMPQ    CX, $4
+	JB      tail2
+	MOVL    (SI), DX
+	MOVL    DX, (DI)
+	ADDQ    DX, AX
+	ADCQ    $0, AX
+	ADDQ    $4, SI
+	ADDQ    $4, DI
+	SUBQ    $4, CX
+
+tail2:
+	CMPQ    CX, $2
+	JB      tail1
+	MOVWQZX (SI), DX
+	MOVW    DX, (DI)
+	ADDQ    DX, AX
+	ADCQ    $0, AX
+	ADDQ    $2, SI
+	ADDQ    $2, DI
+	SUBQ    $2, CX
+
+tail1:
+	TESTQ   CX, CX
+	JZ      done
+	MOVBQZX (SI), DX
+	MOVB    DX, (DI)
+	ADDQ    DX, AX
+	ADCQ    $0, AX
+
+done:
+	MOVQ AX, ret+56(FP)
+	RET
+
+// REDUCE512 folds the 512-bit accumulators za (A) and zh (H) to 256 bits
+// in ya and yh. Clobbers y1.
+#define REDUCE512(za, zh, ya, yh, y1) \
+	VEXTRACTI64X4 $1, za, y1 \
+	VPADDQ        y1, ya, ya \
+	VEXTRACTI64X4 $1, zh, y1 \
+	VPADDQ        y1, yh, yh
+
+// func sumAVX512(b []byte, acc uint64) uint64
+TEXT ·sumAVX512(SB), NOSPLIT, $0-40
+	MOVQ b_base+0(FP), SI
+	MOVQ b_len+8(FP), CX
+	MOVQ acc+24(FP), AX
+
+	VPXORQ Z0, Z0, Z0 // A0
+	VPXORQ Z1, Z1, Z1 // A1
+	VPXORQ Z2, Z2, Z2 // A2
+	VPXORQ Z3, Z3, Z3 // A3
+	VPXORQ Z4, Z4, Z4 // H0
+	VPXORQ Z5, Z5, Z5 // H1
+	VPXORQ Z6, Z6, Z6 // H2
+	VPXORQ Z7, Z7, Z7 // H3
+
+loop256:
+	CMPQ      CX, $256
+	JB        loop64
+	VMOVDQU64 0(SI), Z8
+	VMOVDQU64 64(SI), Z9
+	VMOVDQU64 128(SI), Z10
+	VMOVDQU64 192(SI), Z11
+	VPADDQ    Z8, Z0, Z0
+	VPADDQ    Z9, Z1, Z1
+	VPADDQ    Z10, Z2, Z2
+	VPADDQ    Z11, Z3, Z3
+	VPSRLQ    $32, Z8, Z8
+	VPSRLQ    $32, Z9, Z9
+	VPSRLQ    $32, Z10, Z10
+	VPSRLQ    $32, Z11, Z11
+	VPADDQ    Z8, Z4, Z4
+	VPADDQ    Z9, Z5, Z5
+	VPADDQ    Z10, Z6, Z6
+	VPADDQ    Z11, Z7, Z7
+	ADDQ      $256, SI
+	SUBQ      $256, CX
+	JMP       loop256
+
+loop64:
+	CMPQ      CX, $64
+	JB        last
+	VMOVDQU64 (SI), Z8
+	VPADDQ    Z8, Z0, Z0
+	VPSRLQ    $32, Z8, Z8
+	VPADDQ    Z8, Z4, Z4
+	ADDQ      $64, SI
+	SUBQ      $64, CX
+	JMP       loop64
+
+last:
+	// The last 0..63 bytes: a zero-masked load reads only them (masked-off
+	// bytes do not fault), and zero bytes add nothing.
+	MOVQ      $-1, DX
+	BZHIQ     CX, DX, DX
+	KMOVQ     DX, K1
+	VMOVDQU8.Z (SI), K1, Z8
+	VPADDQ    Z8, Z1, Z1
+	VPSRLQ    $32, Z8, Z8
+	VPADDQ    Z8, Z5, Z5
+
+	VPADDQ Z1, Z0, Z0
+	VPADDQ Z3, Z2, Z2
+	VPADDQ Z2, Z0, Z0
+	VPADDQ Z5, Z4, Z4
+	VPADDQ Z7, Z6, Z6
+	VPADDQ Z6, Z4, Z4
+	REDUCE512(Z0, Z4, Y0, Y4, Y1)
+	REDUCE256(Y0, Y4, X0, X1, Y1, DX)
+	VZEROUPPER
+	ADDQ   DX, AX
+	ADCQ   $0, AX
+	MOVQ   AX, ret+32(FP)
+	RET
+
+// func copySumAVX512(dst []byte, src []byte, acc uint64) uint64
+TEXT ·copySumAVX512(SB), NOSPLIT, $0-64
+	MOVQ dst_base+0(FP), DI
+	MOVQ src_base+24(FP), SI
+	MOVQ src_len+32(FP), CX
+	MOVQ acc+48(FP), AX
+
+	VPXORQ Z0, Z0, Z0
+	VPXORQ Z1, Z1, Z1
+	VPXORQ Z2, Z2, Z2
+	VPXORQ Z3, Z3, Z3
+	VPXORQ Z4, Z4, Z4
+	VPXORQ Z5, Z5, Z5
+	VPXORQ Z6, Z6, Z6
+	VPXORQ Z7, Z7, Z7
+
+loop256:
+	CMPQ      CX, $256
+	JB        loop64
+	VMOVDQU64 0(SI), Z8
+	VMOVDQU64 64(SI), Z9
+	VMOVDQU64 128(SI), Z10
+	VMOVDQU64 192(SI), Z11
+	VMOVDQU64 Z8, 0(DI)
+	VMOVDQU64 Z9, 64(DI)
+	VMOVDQU64 Z10, 128(DI)
+	VMOVDQU64 Z11, 192(DI)
+	VPADDQ    Z8, Z0, Z0
+	VPADDQ    Z9, Z1, Z1
+	VPADDQ    Z10, Z2, Z2
+	VPADDQ    Z11, Z3, Z3
+	VPSRLQ    $32, Z8, Z8
+	VPSRLQ    $32, Z9, Z9
+	VPSRLQ    $32, Z10, Z10
+	VPSRLQ    $32, Z11, Z11
+	VPADDQ    Z8, Z4, Z4
+	VPADDQ    Z9, Z5, Z5
+	VPADDQ    Z10, Z6, Z6
+	VPADDQ    Z11, Z7, Z7
+	ADDQ      $256, SI
+	ADDQ      $256, DI
+	SUBQ      $256, CX
+	JMP       loop256
+
+loop64:
+	CMPQ      CX, $64
+	JB        last
+	VMOVDQU64 (SI), Z8
+	VMOVDQU64 Z8, (DI)
+	VPADDQ    Z8, Z0, Z0
+	VPSRLQ    $32, Z8, Z8
+	VPADDQ    Z8, Z4, Z4
+	ADDQ      $64, SI
+	ADDQ      $64, DI
+	SUBQ      $64, CX
+	JMP       loop64
+
+last:
+	// The last 0..63 bytes: summed from a zero-masked load. Masked stores
+	// are slow on some CPUs (AMD), so when the whole copy is at least 64
+	// bytes long the tail is copied by an unmasked store of the last 64
+	// bytes, rewriting bytes already copied with the same values.
+	MOVQ       $-1, DX
+	BZHIQ      CX, DX, DX
+	KMOVQ      DX, K1
+	VMOVDQU8.Z (SI), K1, Z8
+	CMPQ       src_len+32(FP), $64
+	JB         maskedstore
+	VMOVDQU64  -64(SI)(CX*1), Z9
+	VMOVDQU64  Z9, -64(DI)(CX*1)
+	JMP        tailsum
+
+maskedstore:
+	VMOVDQU8 Z8, K1, (DI)
+
+tailsum:
+	VPADDQ     Z8, Z1, Z1
+	VPSRLQ     $32, Z8, Z8
+	VPADDQ     Z8, Z5, Z5
+
+	VPADDQ Z1, Z0, Z0
+	VPADDQ Z3, Z2, Z2
+	VPADDQ Z2, Z0, Z0
+	VPADDQ Z5, Z4, Z4
+	VPADDQ Z7, Z6, Z6
+	VPADDQ Z6, Z4, Z4
+	REDUCE512(Z0, Z4, Y0, Y4, Y1)
+	REDUCE256(Y0, Y4, X0, X1, Y1, DX)
+	VZEROUPPER
+	ADDQ   DX, AX
+	ADCQ   $0, AX
+	MOVQ   AX, ret+56(FP)
+	RET
