@@ -9,7 +9,7 @@ STATICCHECK_VERSION ?= v0.6.1
 TESTFLAGS   ?=
 export GOTOOLCHAIN ?= local
 
-.PHONY: all build test test-unit test-ns test-purego test-bench lint vet fmt demo bench clean
+.PHONY: all build test fuzz lint demo soak bench bench-quick clean
 
 all: build
 
@@ -17,12 +17,35 @@ build:
 	$(GO) build ./...
 	$(GO) vet ./...
 
-## test: every unit and namespace test, the purego build, and every benchmark once.
+## test: every unit and namespace test (one package at a time: the
+## namespace tests measure nothing, but veth drops under CPU contention),
+## the purego build, the race detector, arm64 vet, a short run of every
+## fuzz target, and every benchmark once so none rots.
 test: build
-	$(GO) test -count=1 $(TESTFLAGS) ./...
+	$(GO) test -count=1 -p 1 $(TESTFLAGS) ./...
 	$(GO) test -count=1 -tags purego $(TESTFLAGS) ./csum/... ./nt/...
+	$(GO) test -count=1 -p 1 -race -short $(RACEPKGS)
 	GOARCH=arm64 $(GO) vet ./...
-	$(GO) test -count=1 -run '^$$' -bench . -benchtime=1x ./... > /dev/null
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(CI_FUZZTIME)
+	$(GO) test -count=1 -p 1 -run '^$$' -bench . -benchtime=1x ./... > .bench-once.log 2>&1 || { cat .bench-once.log; exit 1; }
+	@grep -h "^ok\|^FAIL\|^---" .bench-once.log; rm -f .bench-once.log
+
+# Packages whose tests run under the race detector in make test.
+RACEPKGS    ?= ./umem/... ./xsk/... ./csum/... ./nt/... ./internal/... ./rxpath/... ./txpath/... ./test/vethns/...
+# Fuzz targets, as package:Target; make fuzz FUZZTIME=10m runs each longer.
+FUZZTARGETS ?= ./csum:FuzzSum ./csum:FuzzUpdate ./csum:FuzzFillFrame ./nt:FuzzCopy \
+               ./internal/pkt:FuzzParse ./rxpath:FuzzSplitPacket
+FUZZTIME    ?= 30s
+CI_FUZZTIME ?= 5s
+
+## fuzz: each fuzz target for FUZZTIME (its seed corpus is in testdata/fuzz).
+fuzz:
+	@for t in $(FUZZTARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg > .fuzz.log 2>&1 || { cat .fuzz.log; rm -f .fuzz.log; exit 1; }; \
+		tail -n 3 .fuzz.log | grep -E "execs|^ok" | tail -n 2; \
+	done; rm -f .fuzz.log
 
 bench:
 	@echo "make bench: the benchmark suite is not there yet (issue 8)" >&2; exit 1
@@ -31,6 +54,15 @@ demo:
 	@d=$$(mktemp -d /tmp/xdpkit-demo.XXXXXX) && trap 'rm -rf "$$d"' EXIT INT TERM && \
 	$(GO) build -o "$$d/" ./apps/xdpgen ./apps/xdpfwd ./apps/xdprecv ./apps/xdpdemo && \
 	"$$d/xdpdemo"
+
+## soak: generator -> forwarder -> receiver for SOAK with link flaps every
+## FLAP; reports every loss and fails if the forwarder's memory or fds grew.
+SOAK ?= 60s
+FLAP ?= 5s
+soak:
+	@d=$$(mktemp -d /tmp/xdpkit-soak.XXXXXX) && trap 'rm -rf "$$d"' EXIT INT TERM && \
+	$(GO) build -o "$$d/" ./apps/xdpgen ./apps/xdpfwd ./apps/xdprecv ./apps/xdpdemo && \
+	"$$d/xdpdemo" -soak -duration $(SOAK) -flap $(FLAP) -quiet
 
 $(STATICCHECK):
 	GOBIN=$(GOBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

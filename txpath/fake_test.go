@@ -47,6 +47,8 @@ func (p *fakePort) consume(addrs []uint64) int {
 	return n
 }
 
+func (p *fakePort) closed() bool { return false }
+
 func (p *fakePort) kick() (bool, error) {
 	p.kicks++
 	if p.hold {

@@ -14,6 +14,9 @@ type port interface {
 	// kick wakes the kernel if it asked for it and reports whether the
 	// kernel stopped early (EAGAIN, EBUSY, ENOBUFS): kick again.
 	kick() (again bool, err error)
+	// closed reports whether the socket is closed: the kernel then
+	// completes nothing more.
+	closed() bool
 }
 
 // sockPort is the port of an AF_XDP socket.
@@ -27,6 +30,7 @@ func (p *sockPort) produce(d []xsk.Desc) int   { return p.tx.Produce(d) }
 func (p *sockPort) txFree() int                { return p.tx.Free() }
 func (p *sockPort) txPending() int             { return p.tx.Pending() }
 func (p *sockPort) consume(addrs []uint64) int { return p.comp.Consume(addrs) }
+func (p *sockPort) closed() bool               { return p.s.Closed() }
 
 func (p *sockPort) kick() (bool, error) {
 	before := p.s.Counters().KicksAgain

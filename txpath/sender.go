@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"time"
 
@@ -104,6 +105,7 @@ type Sender struct {
 	meta      bool
 	sg        bool
 	swCsum    bool // the UMEM has XDP_UMEM_TX_SW_CSUM
+	auto      bool // Auto policy with the calibrated NT threshold: SendUDP asks ChooseCopy
 
 	cache  []uint64   // free frames taken from the UMEM (state Held)
 	held   []uint64   // frames handed out by Next
@@ -112,8 +114,10 @@ type Sender struct {
 	segs   [][]byte // the chain of the packet being built
 	chain  []uint64
 
-	ringRoom int // TX ring entries free at the last look, minus what we used since
-	inflight int // frames on the TX ring, not yet completed
+	ringRoom int      // TX ring entries free at the last look, minus what we used since
+	inflight int      // frames on the TX ring, not yet completed
+	lent     []uint64 // bitmap by frame index: on the TX ring, not completed
+	shift    uint     // log2 of the frame size
 	ntDirty  bool
 	closed   bool
 	stats    Stats
@@ -205,12 +209,19 @@ func newSender(u *umem.UMEM, p port, zc, sg bool, c *Config, txSize, compSize in
 		meta:      meta,
 		sg:        sg,
 		swCsum:    u.TxSwCsum(),
+		auto:      c.Policy == Auto && c.NTThreshold == 0,
 		cache:     make([]uint64, 0, c.BatchSize+maxChain),
 		held:      make([]uint64, 0, c.BatchSize),
 		descs:     make([]xsk.Desc, 0, c.BatchSize+maxChain),
 		reaped:    make([]uint64, min(compSize, 1024)),
 		segs:      make([][]byte, maxChain),
 		chain:     make([]uint64, maxChain),
+		lent:      make([]uint64, (u.FrameCount()+63)/64),
+		shift:     uint(bits.TrailingZeros32(u.FrameSize())),
+	}
+	if s.auto {
+		// Measure what ChooseCopy needs now, not on the first packet.
+		Prepare()
 	}
 	return s, nil
 }
@@ -240,6 +251,10 @@ func (s *Sender) reap() error {
 		}
 		s.inflight -= n
 		s.stats.Completed += uint64(n)
+		for _, a := range s.reaped[:n] {
+			i := a >> s.shift
+			s.lent[i/64] &^= 1 << (i % 64)
+		}
 		if err := s.u.PutBatch(s.reaped[:n]); err != nil {
 			return fmt.Errorf("txpath: completion: %w", err)
 		}
@@ -421,6 +436,10 @@ func (s *Sender) flush() error {
 			s.stats.Fences++
 		}
 		n := s.p.produce(s.descs)
+		for _, d := range s.descs[:n] {
+			i := d.Addr >> s.shift
+			s.lent[i/64] |= 1 << (i % 64)
+		}
 		// room() promised ring entries for every queued descriptor, so n
 		// is all of them; keep any rest for the next Flush regardless.
 		frames := n
@@ -529,4 +548,36 @@ func (s *Sender) Close() error {
 		err = errors.Join(err, fmt.Errorf("%w: %d", ErrInFlight, s.inflight))
 	}
 	return err
+}
+
+// ErrSocketOpen is returned by Reclaim while the socket is open.
+var ErrSocketOpen = errors.New("txpath: socket still open")
+
+// Reclaim gives back to the UMEM allocator the frames the kernel took off
+// the TX ring and never completed, as happens when the interface went
+// away. The kernel may still complete them while the socket is open, so
+// Reclaim fails with ErrSocketOpen until the socket is closed. It returns
+// how many frames it gave back.
+func (s *Sender) Reclaim() (int, error) {
+	if !s.p.closed() {
+		return 0, ErrSocketOpen
+	}
+	n := 0
+	var errs []error
+	for w, word := range s.lent {
+		for word != 0 {
+			b := uint64(bits.TrailingZeros64(word))
+			word &^= 1 << b
+			addr := (uint64(w)*64 + b) << s.shift
+			s.u.Moved(umem.TX, umem.Held, 1)
+			if err := s.u.Put(addr); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			n++
+		}
+		s.lent[w] = 0
+	}
+	s.inflight = 0
+	return n, errors.Join(errs...)
 }

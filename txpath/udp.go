@@ -152,6 +152,9 @@ func (s *Sender) SendUDP(f *UDPFlow, opts Options, payload ...[]byte) error {
 	binary.BigEndian.PutUint16(h[l4off+4:], uint16(ulen))
 
 	mode, offload := s.mode(pol, n, k)
+	if s.auto && opts.Policy == Auto && k == 1 {
+		mode = autoMode(ChooseCopy(n, s.dec.ZeroCopy, offload))
+	}
 	sum := s.gather(segs, f.hdrLen, payload, mode, 0)
 	var opt uint32
 	switch {
@@ -206,6 +209,19 @@ func (s *Sender) mode(pol Policy, n, k int) (mode int, offload bool) {
 		return cpPlain, false
 	}
 	return cpFused, false
+}
+
+// autoMode maps the method ChooseCopy picked to a copy mode of gather.
+func autoMode(m Method) int {
+	switch m {
+	case MethodCopy:
+		return cpPlain
+	case MethodNT:
+		return cpNT
+	case MethodNTSum:
+		return cpNTSum
+	}
+	return cpFused // MethodFused, and MethodCopySum, which the fused copy beats
 }
 
 // chunks returns how many frames a packet of plen bytes needs.

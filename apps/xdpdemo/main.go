@@ -12,6 +12,11 @@
 // packets counted and dropped at every stage: generator, both veth pairs,
 // forwarder, receiver.
 //
+// With -soak it runs for -duration (up to 24h) while flapping the
+// forwarder's links down and up every -flap, reports every loss stage by
+// stage, and the forwarder's memory (VmRSS) and open file descriptors
+// near the start and at the end; it fails when either grew (make soak).
+//
 // Kernel: Linux 6.6 or later with veth and network namespaces; run as
 // root. It needs iproute2's ip and the other three programs, built next to
 // it (or in -bin):
@@ -39,7 +44,7 @@ import (
 
 const usage = `xdpdemo: generator -> forwarder -> receiver on a three-namespace veth topology.
 
-Usage: xdpdemo [-bin DIR] [-rate R] [-duration D] [-size N] [-flows N] [-ipv6] [-policy P] [-bench] [-quiet]`
+Usage: xdpdemo [-bin DIR] [-rate R] [-duration D] [-size N] [-flows N] [-ipv6] [-policy P] [-bench] [-soak [-flap D]] [-quiet]`
 
 type config struct {
 	bin      string
@@ -50,6 +55,8 @@ type config struct {
 	ipv6     bool
 	policy   string
 	bench    bool
+	soak     bool
+	flap     time.Duration
 	quiet    bool
 }
 
@@ -92,10 +99,19 @@ func main() {
 	fs.BoolVar(&c.ipv6, "ipv6", false, "send IPv6")
 	fs.StringVar(&c.policy, "policy", "auto", "generator copy policy: auto, offload, software, nt, plain")
 	fs.BoolVar(&c.bench, "bench", false, "benchmark: 64-byte frames flat out, drops at every stage")
+	fs.BoolVar(&c.soak, "soak", false, "soak: run for -duration with link flaps; check memory and fds do not grow")
+	fs.DurationVar(&c.flap, "flap", 5*time.Second, "with -soak: flap the forwarder's links this often")
 	fs.BoolVar(&c.quiet, "quiet", false, "do not show the programs' status lines")
 	app.Parse(os.Args[1:])
-	if c.duration <= 0 || c.duration > 10*time.Minute {
-		app.Fail("-duration %v: want 0 < D <= 10m", c.duration)
+	maxDur := 10 * time.Minute
+	if c.soak {
+		maxDur = 24 * time.Hour
+	}
+	if c.duration <= 0 || c.duration > maxDur {
+		app.Fail("-duration %v: want 0 < D <= %v", c.duration, maxDur)
+	}
+	if c.soak && (c.flap < 100*time.Millisecond || c.bench) {
+		app.Fail("-soak: -flap must be at least 100ms, and -bench does not go with it")
 	}
 	if c.bench {
 		c.rate, c.size = "max", "64"
@@ -180,10 +196,17 @@ func run(ctx context.Context, c *config) (err error) {
 	if err != nil {
 		return err
 	}
+	var sk *soaker
+	if c.soak {
+		sk = startSoak(ctx, t, fwd, c.flap)
+	}
 	select {
 	case <-gen.Done():
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+	if sk != nil {
+		sk.stop()
 	}
 	if err := gen.Err(); err != nil {
 		return fmt.Errorf("xdpgen: %w: %s", err, strings.TrimSpace(gen.Stderr()))
@@ -215,6 +238,11 @@ func run(ctx context.Context, c *config) (err error) {
 		}
 	}
 	report(c, &gs, &fsum, &rs, before, after)
+	if sk != nil {
+		if err := sk.report(); err != nil {
+			return err
+		}
+	}
 	if !gs.AccountingOK || !fsum.AccountingOK || !rs.AccountingOK {
 		return errors.New("a program did not get all its UMEM frames back")
 	}
@@ -253,7 +281,7 @@ func report(c *config, g *genSummary, f *fwdSummary, r *recvSummary, before, aft
 		return topo.LinkStats{RxPackets: a.RxPackets - b.RxPackets, TxPackets: a.TxPackets - b.TxPackets,
 			RxDropped: a.RxDropped - b.RxDropped, TxDropped: a.TxDropped - b.TxDropped}
 	}
-	if c.bench || lost != 0 {
+	if c.bench || c.soak || lost != 0 {
 		fmt.Println("\nstage by stage (packets; drops):")
 		w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(w, "xdpgen\tqueued %d, completed %d\tTX invalid %d, waits for room %d\n", g.Sent, g.Completed, g.TXInvalid, g.Waits)

@@ -130,7 +130,10 @@ func TestXSKRX(t *testing.T) {
 		buf := make([]byte, 2048)
 		deadline := time.Now().Add(60 * time.Second)
 		for i := 0; i < n; i++ {
-			for int64(i)-received.Load() >= 1024 { // at most 1024 in flight: the Fill ring has 2048
+			// At most 200 in flight: below the 256-entry ring in which
+			// veth queues packets for XDP, which overflows (and drops)
+			// when softirqs are deferred on a loaded machine.
+			for int64(i)-received.Load() >= 200 {
 				if time.Now().After(deadline) {
 					sendErr <- fmt.Errorf("receiver stalled at %d of %d", received.Load(), n)
 					return

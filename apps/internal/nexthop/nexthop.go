@@ -68,6 +68,12 @@ func Resolve(dst netip.Addr) (Hop, error) {
 		copy(h.MAC[:], n.HardwareAddr)
 		return h, nil
 	}
+	// Nothing resolved: the kernel never sees the traffic we forward, so
+	// it will not resolve the next hop by itself (after a link went down,
+	// even permanent entries are gone). Ask it to, as a packet would
+	// (NTF_USE: neigh_event_send); the answer arrives through the XDP
+	// filter's pass path, and the next Resolve finds it.
+	_ = netlink.NeighSet(&netlink.Neigh{LinkIndex: r.LinkIndex, Family: family, IP: h.Gateway.AsSlice(), Flags: netlink.NTF_USE})
 	return Hop{}, fmt.Errorf("%w for %s on link %d", ErrNoNeighbour, h.Gateway, r.LinkIndex)
 }
 
@@ -92,9 +98,9 @@ type entry struct {
 	expires int64 // unix nanoseconds
 }
 
-// NewCache returns a cache over Resolve with TTL 2 s, failures kept 500 ms.
+// NewCache returns a cache over Resolve with TTL 2 s, failures kept 100 ms.
 func NewCache() *Cache {
-	return &Cache{TTL: 2 * time.Second, NegativeTTL: 500 * time.Millisecond, Max: 4096,
+	return &Cache{TTL: 2 * time.Second, NegativeTTL: 100 * time.Millisecond, Max: 4096,
 		Resolve: Resolve, m: make(map[netip.Addr]entry)}
 }
 

@@ -35,7 +35,7 @@ func TestCache(t *testing.T) {
 	if _, err := c.Get(bad, now); !errors.Is(err, ErrNoNeighbour) {
 		t.Fatal(err)
 	}
-	if _, err := c.Get(bad, now+int64(100*time.Millisecond)); !errors.Is(err, ErrNoNeighbour) || calls != 3 {
+	if _, err := c.Get(bad, now+int64(50*time.Millisecond)); !errors.Is(err, ErrNoNeighbour) || calls != 3 {
 		t.Fatalf("negative entry: %v, %d calls", err, calls)
 	}
 	if _, _ = c.Get(bad, now+int64(time.Second)); calls != 4 {

@@ -80,6 +80,10 @@ func (w *lockedWriter) Write(b []byte) (int, error) {
 	return w.p.stderr.Write(b)
 }
 
+// Pid is the process id (ip netns exec runs the program in its own
+// process).
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
 // WaitReady waits for the program's "ready" line.
 func (p *Proc) WaitReady(ctx context.Context, timeout time.Duration) error {
 	t := time.NewTimer(timeout)

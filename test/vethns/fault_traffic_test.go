@@ -1,0 +1,391 @@
+package vethns_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/xdpkit/xdpkit/rxpath"
+	"github.com/xdpkit/xdpkit/test/vethns"
+	"github.com/xdpkit/xdpkit/txpath"
+	"github.com/xdpkit/xdpkit/umem"
+	"github.com/xdpkit/xdpkit/xsk"
+)
+
+// faultBed runs traffic both ways over one AF_XDP socket on end A of a
+// veth pair while a test injects a fault: a kernel UDP sender in B feeds
+// an rxpath poller on A, and a txpath sender on A feeds a kernel UDP
+// receiver in B. Every counter is atomic; stop ends the traffic and
+// checks that every UMEM frame came back.
+type faultBed struct {
+	t    *testing.T
+	a, b *vethns.NS
+	p    *vethns.Pair
+
+	u      *umem.UMEM
+	prog   *xsk.Program
+	s      *xsk.Socket
+	poller *rxpath.Poller
+	sender *txpath.Sender
+	flow   *txpath.UDPFlow
+
+	rxGot, rxSent, rxSendErr atomic.Int64 // AF_XDP receiving
+	txGot, txSent, txErrs    atomic.Int64 // AF_XDP sending
+	txErr                    atomic.Value // the last send error
+	runErr                   chan error
+	stopTraffic              chan struct{}
+	wg                       sync.WaitGroup
+	cancel                   context.CancelFunc
+	rxConn, txConn           *net.UDPConn
+	slow                     atomic.Bool // the RX handler is slow
+}
+
+func newFaultBed(t *testing.T, scfg *xsk.Config) *faultBed {
+	vethns.Require(t)
+	f := &faultBed{t: t, runErr: make(chan error, 1), stopTraffic: make(chan struct{})}
+	f.a, f.b = vethns.NewNS(t), vethns.NewNS(t)
+	f.p = vethns.NewPair(t, f.a, f.b, nil)
+	err := f.a.Do(func() error {
+		var err error
+		if f.u, err = umem.New(&umem.Config{FrameSize: 2048, FrameCount: 8192}); err != nil {
+			return err
+		}
+		if f.prog, err = xsk.AttachProgram(f.p.A.Name, &xsk.ProgramConfig{Filter: &xsk.Filter{IPv4UDP: true, DstPorts: []uint16{9000}}}); err != nil {
+			return err
+		}
+		if f.s, err = xsk.New(f.p.A.Name, 0, f.u, scfg); err != nil {
+			return err
+		}
+		if err := f.prog.Register(f.s); err != nil {
+			return err
+		}
+		if f.sender, err = txpath.New(f.s, &txpath.Config{Policy: txpath.Software}); err != nil {
+			return err
+		}
+		f.flow, err = txpath.NewUDPFlow(f.p.A.MAC, f.p.B.MAC, f.p.A.AddrPort4(40000), f.p.B.AddrPort4(9001), nil)
+		return err
+	})
+	if err != nil {
+		f.teardown()
+		t.Fatal(err)
+	}
+	f.poller, err = rxpath.New(&rxpath.Config{FillFrames: 2048}, f.s)
+	if err != nil {
+		f.teardown()
+		t.Fatal(err)
+	}
+	if f.rxConn, err = f.b.DialUDP(f.p.B.AddrPort4(5000), f.p.A.AddrPort4(9000)); err != nil {
+		f.teardown()
+		t.Fatal(err)
+	}
+	if f.txConn, err = f.b.ListenUDP(f.p.B.AddrPort4(9001)); err != nil {
+		f.teardown()
+		t.Fatal(err)
+	}
+	_ = f.txConn.SetReadBuffer(4 << 20)
+	t.Cleanup(f.teardown)
+	return f
+}
+
+// start runs the poller and the three traffic goroutines, each bounded:
+// about 20,000 datagrams a second each way, for at most limit.
+func (f *faultBed) start(limit time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	f.cancel = cancel
+	go func() {
+		f.runErr <- f.poller.Run(ctx, rxpath.HandlerFunc(func(p *rxpath.Packet) {
+			if f.slow.Load() {
+				time.Sleep(200 * time.Microsecond)
+			}
+			f.rxGot.Add(1)
+		}))
+	}()
+	f.wg.Add(3)
+	go func() { // kernel sender in B
+		defer f.wg.Done()
+		msg := make([]byte, 200)
+		for i := 0; ctx.Err() == nil && !f.stopped(); i++ {
+			if _, err := f.rxConn.Write(msg); err != nil {
+				f.rxSendErr.Add(1)
+			} else {
+				f.rxSent.Add(1)
+			}
+			if i%20 == 19 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	go func() { // kernel receiver in B
+		defer f.wg.Done()
+		buf := make([]byte, 2048)
+		for ctx.Err() == nil && !f.stopped() {
+			_ = f.txConn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+			if _, err := f.txConn.Read(buf); err == nil {
+				f.txGot.Add(1)
+			}
+		}
+	}()
+	go func() { // txpath sender on A
+		defer f.wg.Done()
+		payload := make([]byte, 200)
+		for i := 0; ctx.Err() == nil && !f.stopped(); i++ {
+			err := f.sender.SendUDP(f.flow, txpath.Options{}, payload)
+			if err == nil && i%20 == 19 {
+				err = f.sender.Flush()
+				time.Sleep(time.Millisecond)
+			}
+			switch {
+			case err == nil:
+				f.txSent.Add(1)
+			case errors.Is(err, txpath.ErrNoFrames) || errors.Is(err, txpath.ErrRingFull):
+				wctx, c := context.WithTimeout(ctx, 10*time.Millisecond)
+				_ = f.sender.Wait(wctx)
+				c()
+			default:
+				f.txErrs.Add(1)
+				f.txErr.Store(err)
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}()
+}
+
+func (f *faultBed) stopped() bool {
+	select {
+	case <-f.stopTraffic:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitGrowth waits until counter has grown by n, or fails.
+func (f *faultBed) waitGrowth(what string, c *atomic.Int64, n int64) {
+	f.t.Helper()
+	from := c.Load()
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Load()-from < n {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%s: grew by %d in 5 s, want %d", what, c.Load()-from, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// stop ends the traffic and returns what Run returned.
+func (f *faultBed) stop() error {
+	close(f.stopTraffic)
+	f.wg.Wait()
+	f.cancel()
+	select {
+	case err := <-f.runErr:
+		return err
+	case <-time.After(5 * time.Second):
+		f.t.Fatal("rxpath Run did not return after its context ended")
+		return nil
+	}
+}
+
+// teardown closes everything in the order the library asks and checks
+// that every frame came back to the allocator.
+func (f *faultBed) teardown() {
+	if f.rxConn != nil {
+		f.rxConn.Close()
+	}
+	if f.txConn != nil {
+		f.txConn.Close()
+	}
+	if f.sender != nil {
+		if err := f.sender.Close(); err != nil && !errors.Is(err, txpath.ErrInFlight) {
+			f.t.Errorf("sender Close: %v", err)
+		}
+	}
+	if f.prog != nil {
+		f.prog.Close() // the link may be gone with its interface
+	}
+	if f.s != nil {
+		if err := f.s.Close(); err != nil {
+			f.t.Errorf("socket Close: %v", err)
+		}
+	}
+	if f.poller != nil {
+		if _, err := f.poller.Reclaim(); err != nil {
+			f.t.Errorf("Reclaim: %v", err)
+		}
+		f.poller.Close()
+	}
+	if f.sender != nil {
+		// Frames the kernel never completed are free once the socket is
+		// closed.
+		if _, err := f.sender.Reclaim(); err != nil {
+			f.t.Errorf("sender Reclaim: %v", err)
+		}
+	}
+	if f.u != nil {
+		if a := f.u.Accounting(); a.Free != a.Total {
+			f.t.Errorf("frames not back after the fault: %s", a)
+		}
+		if err := f.u.Close(); err != nil {
+			f.t.Errorf("UMEM Close: %v", err)
+		}
+	}
+	f.u, f.s, f.prog, f.poller, f.sender, f.rxConn, f.txConn = nil, nil, nil, nil, nil, nil, nil
+}
+
+func (f *faultBed) report() {
+	f.t.Logf("AF_XDP RX: %d of %d received (%d send errors at the peer); AF_XDP TX: %d of %d received, %d send errors (last: %v)",
+		f.rxGot.Load(), f.rxSent.Load(), f.rxSendErr.Load(), f.txGot.Load(), f.txSent.Load(), f.txErrs.Load(), f.txErr.Load())
+}
+
+func setLink(t *testing.T, ns *vethns.NS, name string, up bool) {
+	t.Helper()
+	err := ns.Do(func() error {
+		l, err := netlink.LinkByName(name)
+		if err != nil {
+			return err
+		}
+		if up {
+			return netlink.LinkSetUp(l)
+		}
+		return netlink.LinkSetDown(l)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFaultLinkFlap: the AF_XDP end's link, then the peer's, goes down
+// for 300 ms under traffic both ways; traffic resumes both ways after
+// each, the poller keeps running, and every frame comes back.
+func TestFaultLinkFlap(t *testing.T) {
+	f := newFaultBed(t, nil)
+	f.start(30 * time.Second)
+	f.waitGrowth("RX before the fault", &f.rxGot, 1000)
+	f.waitGrowth("TX before the fault", &f.txGot, 1000)
+	for _, end := range []*vethns.Link{f.p.A, f.p.B} {
+		setLink(t, end.NS, end.Name, false)
+		time.Sleep(300 * time.Millisecond)
+		setLink(t, end.NS, end.Name, true)
+		f.waitGrowth("RX after "+end.Name+" came back", &f.rxGot, 1000)
+		f.waitGrowth("TX after "+end.Name+" came back", &f.txGot, 1000)
+	}
+	if err := f.stop(); !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Run ended with %v, want its context's error", err)
+	}
+	f.report()
+	if e, _ := f.txErr.Load().(error); e != nil && !errors.Is(e, syscall.ENETDOWN) {
+		t.Errorf("a send failed with %v; only ENETDOWN is expected while the link is down", e)
+	}
+}
+
+// TestFaultPeerGone: the peer veth is deleted, or the peer's namespace
+// removed, under traffic: the poller's Run ends with ENETDOWN, the sender
+// gets errors it can match, nothing hangs and every frame comes back.
+func TestFaultPeerGone(t *testing.T) {
+	for _, how := range []string{"delete-veth", "remove-namespace"} {
+		t.Run(how, func(t *testing.T) {
+			f := newFaultBed(t, nil)
+			f.start(30 * time.Second)
+			f.waitGrowth("RX before the fault", &f.rxGot, 1000)
+			f.waitGrowth("TX before the fault", &f.txGot, 1000)
+			switch how {
+			case "delete-veth":
+				err := f.b.Do(func() error {
+					l, err := netlink.LinkByName(f.p.B.Name)
+					if err != nil {
+						return err
+					}
+					return netlink.LinkDel(l)
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			case "remove-namespace":
+				f.rxConn.Close() // sockets in the namespace keep it alive
+				f.txConn.Close()
+				if err := f.b.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case err := <-f.runErr:
+				if !errors.Is(err, syscall.ENETDOWN) {
+					t.Fatalf("Run ended with %v, want ENETDOWN", err)
+				}
+				t.Logf("Run: %v", err)
+				f.runErr <- err
+			case <-time.After(5 * time.Second):
+				t.Fatal("Run did not notice the interface went away")
+			}
+			// The sender notices too.
+			deadline := time.Now().Add(5 * time.Second)
+			for f.txErrs.Load() == 0 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			e, _ := f.txErr.Load().(error)
+			if !errors.Is(e, syscall.ENXIO) && !errors.Is(e, syscall.ENETDOWN) {
+				t.Fatalf("sender: last error %v, want ENXIO or ENETDOWN", e)
+			}
+			f.stop()
+			f.report()
+		})
+	}
+}
+
+// TestFaultRXOverflow: a handler slower than the traffic makes the kernel
+// drop (counted in XDP_STATISTICS, never a hang); once it speeds up the
+// poller catches up.
+func TestFaultRXOverflow(t *testing.T) {
+	f := newFaultBed(t, &xsk.Config{RXSize: 256, FillSize: 256})
+	f.slow.Store(true)
+	f.start(30 * time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	var st xsk.Stats
+	for time.Now().Before(deadline) {
+		var err error
+		if st, err = f.s.Stats(); err != nil {
+			t.Fatal(err)
+		}
+		if st.RXRingFull+st.RXFillRingEmptyDesc > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st.RXRingFull+st.RXFillRingEmptyDesc == 0 {
+		t.Fatalf("a slow handler made no drops: %+v", st)
+	}
+	f.slow.Store(false)
+	f.waitGrowth("RX after the handler sped up", &f.rxGot, 2000)
+	if err := f.stop(); !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Run ended with %v", err)
+	}
+	f.report()
+	t.Logf("kernel drops counted: rx_ring_full %d, fill_ring_empty %d", st.RXRingFull, st.RXFillRingEmptyDesc)
+}
+
+// TestFaultSmallRings: TX and Completion rings of 64 entries under a
+// sender that outruns them: backpressure, no loss, no duplicate.
+func TestFaultSmallRings(t *testing.T) {
+	f := newFaultBed(t, &xsk.Config{TXSize: 64, CompletionSize: 64})
+	f.start(30 * time.Second)
+	f.waitGrowth("TX through small rings", &f.txGot, 5000)
+	if err := f.stop(); !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Run ended with %v", err)
+	}
+	f.report()
+	if f.txErrs.Load() != 0 {
+		t.Fatalf("%d send errors with small rings: %v", f.txErrs.Load(), f.txErr.Load())
+	}
+}
+
+var _ = fmt.Sprint
+var _ = os.ErrClosed

@@ -1,0 +1,198 @@
+package txpath
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/xdpkit/xdpkit/csum"
+	"github.com/xdpkit/xdpkit/nt"
+)
+
+func pt(size int, copyNs, ntNs, copySum, ntSum, fused float64) TablePoint {
+	p := TablePoint{Size: size}
+	p.Ns[MethodCopy], p.Ns[MethodNT], p.Ns[MethodCopySum], p.Ns[MethodNTSum], p.Ns[MethodFused] = copyNs, ntNs, copySum, ntSum, fused
+	p.Offload = fastest(p.Ns, MethodCopy, MethodNT, MethodFused)
+	p.Soft = fastest(p.Ns, MethodFused, MethodNTSum, MethodCopySum)
+	return p
+}
+
+func TestTable(t *testing.T) {
+	// NT loses at 64 B, wins from 256 B; fused beats NT+sum up to 1500 B.
+	pts := []TablePoint{
+		pt(64, 10, 20, 14, 24, 12),
+		pt(256, 30, 20, 40, 30, 28),
+		pt(1500, 150, 60, 200, 90, 80),
+		pt(4096, 400, 150, 500, 190, 300),
+		pt(65536, 3000, 2000, 4000, 2600, 2900),
+	}
+	if pts[0].Offload != MethodCopy || pts[0].Soft != MethodFused || pts[1].Offload != MethodNT || pts[3].Soft != MethodNTSum {
+		t.Fatalf("fastest: %+v", pts)
+	}
+	hot := []TablePoint{pt(64, 1, 9, 9, 9, 9), pt(65536, 9, 9, 9, 9, 1)}
+	for _, ntTh := range []int{nt.Never, 1 << 20} {
+		tb := build(hot, pts, ntTh)
+		if got := tb.pick(100, false, true); got != MethodCopy {
+			t.Errorf("hot pick(100, offload) = %s, want copy", got)
+		}
+		if got := tb.pick(1<<20, false, true); got != MethodFused {
+			t.Errorf("hot pick(1 MiB, offload) = %s, want fused (the 64 KiB answer)", got)
+		}
+		for _, tc := range []struct {
+			size    int
+			offload bool
+			want    Method
+		}{
+			{0, true, MethodCopy},
+			{64, true, MethodCopy},
+			{255, true, MethodCopy},
+			{256, true, MethodNT},
+			{1499, true, MethodNT},
+			{1499, false, MethodFused}, // the 1024 B class takes the 256 B point
+			{1500, false, MethodFused},
+			{4095, false, MethodFused},
+			{4096, false, MethodNTSum},
+			{65535, false, MethodNTSum},
+			{65536, true, MethodNT},
+			{65536, false, MethodNTSum},
+			{65537, true, MethodCopy}, // above 64 KiB NT only on nt's word
+			{65537, false, MethodFused},
+			{1 << 19, true, MethodCopy},
+		} {
+			if got := tb.pick(tc.size, true, tc.offload); got != tc.want {
+				t.Errorf("nt threshold %d: pick(%d, offload %v) = %s, want %s", ntTh, tc.size, tc.offload, got, tc.want)
+			}
+		}
+		if got := tb.pick(1<<20, true, true); (got == MethodNT) != (ntTh > 0) {
+			t.Errorf("nt threshold %d: pick(1 MiB, offload) = %s", ntTh, got)
+		}
+		if got := tb.pick(1<<20, true, false); (got == MethodNTSum) != (ntTh > 0) {
+			t.Errorf("nt threshold %d: pick(1 MiB, software) = %s", ntTh, got)
+		}
+	}
+}
+
+func TestMeasureFrames(t *testing.T) {
+	sizes := []int{64, 1500, 4096}
+	pts := measureFrames(sizes, 4<<20, true, time.Millisecond)
+	if len(pts) != len(sizes) {
+		t.Fatalf("%d points", len(pts))
+	}
+	for i, p := range pts {
+		if p.Size != sizes[i] {
+			t.Errorf("point %d: size %d", i, p.Size)
+		}
+		for _, m := range Methods {
+			if p.Ns[m] <= 0 {
+				t.Errorf("size %d: %s not measured", p.Size, m)
+			}
+		}
+		okOffload := p.Offload == MethodCopy || p.Offload == MethodNT || p.Offload == MethodFused
+		if !okOffload || !p.Soft.Sums() || p.Ns[p.Offload] > p.Ns[MethodCopy] || p.Ns[p.Soft] > p.Ns[MethodFused] {
+			t.Errorf("size %d: choices %s/%s from %v", p.Size, p.Offload, p.Soft, p.Ns)
+		}
+	}
+}
+
+func TestChooseCopy(t *testing.T) {
+	Prepare()
+	pts := ChooseTable()
+	if len(pts) != 2*len(tableSizes) {
+		t.Fatalf("%d points, want %d", len(pts), 2*len(tableSizes))
+	}
+	for _, p := range pts {
+		if got := ChooseCopy(p.Size, p.Cold, true); got != p.Offload {
+			t.Errorf("ChooseCopy(%d, cold %v, offload) = %s, measured best %s", p.Size, p.Cold, got, p.Offload)
+		}
+		if got := ChooseCopy(p.Size, p.Cold, false); got != p.Soft {
+			t.Errorf("ChooseCopy(%d, cold %v, software) = %s, measured best %s", p.Size, p.Cold, got, p.Soft)
+		}
+		t.Logf("cold %-5v %6d B: copy %.0f nt %.0f copy+sum %.0f nt+sum %.0f fused %.0f ns -> %s / %s", p.Cold, p.Size,
+			p.Ns[MethodCopy], p.Ns[MethodNT], p.Ns[MethodCopySum], p.Ns[MethodNTSum], p.Ns[MethodFused], p.Offload, p.Soft)
+	}
+	if a := testing.AllocsPerRun(100, func() { ChooseCopy(1500, true, false) }); a != 0 {
+		t.Errorf("ChooseCopy allocates %v", a)
+	}
+}
+
+func TestMethodApply(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	for _, m := range Methods {
+		for _, n := range []int{0, 1, 63, 64, 255, 256, 1500, 4097, 65536} {
+			for off := 0; off < 8; off += 3 {
+				src := make([]byte, n+off)
+				for i := range src {
+					src[i] = byte(r.Uint32())
+				}
+				src = src[off:]
+				dst := make([]byte, n+16)
+				got := m.Apply(dst[off%2:], src, 7)
+				nt.Fence()
+				if !bytes.Equal(dst[off%2:][:n], src) {
+					t.Fatalf("%s: %d bytes at offset %d: copy differs", m, n, off)
+				}
+				want := uint32(7)
+				if m.Sums() {
+					want = csum.Sum(src, 7)
+				}
+				if csum.Fold(got) != csum.Fold(want) {
+					t.Fatalf("%s: %d bytes: sum %#x, want %#x", m, n, got, want)
+				}
+			}
+		}
+		if m.String() == "" || m.String()[0] == 'M' {
+			t.Errorf("Method %d has no name", m)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Apply into a short destination did not panic")
+		}
+	}()
+	MethodCopy.Apply(make([]byte, 3), make([]byte, 4), 0)
+}
+
+// TestSenderAuto checks that the Sender's Auto policy copies the way
+// ChooseCopy says: zero-copy (cold destination) with offload, and copy
+// mode without.
+func TestSenderAuto(t *testing.T) {
+	sizes := []int{64, 256, 1500, 1900}
+	flow, err := NewUDPFlow(macA, macB, src4, dst4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		zc      bool
+		dev     Device
+		offload bool
+	}{
+		{"zerocopy/offload", true, Device{XSKTxChecksum: true}, true},
+		{"copy/software", false, Device{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newFake(t, fakeCfg{meta: true, zc: tc.zc, frames: 512, cfg: Config{Device: &tc.dev, BatchSize: 8}})
+			wantNT := uint64(0)
+			for _, n := range sizes {
+				pl := make([]byte, n)
+				if err := s.SendUDP(flow, Options{}, pl); err != nil {
+					t.Fatal(err)
+				}
+				if ChooseCopy(n, tc.zc, tc.offload).NT() {
+					wantNT++
+				}
+			}
+			if err := s.Drain(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			st := s.Stats()
+			if st.NTCopies != wantNT {
+				t.Errorf("NT copies %d, ChooseCopy says %d (%s)", st.NTCopies, wantNT, s.Decision())
+			}
+			if offloaded := st.Offloaded == st.Packets; offloaded != tc.offload {
+				t.Errorf("offloaded %d of %d packets, want all: %v", st.Offloaded, st.Packets, tc.offload)
+			}
+		})
+	}
+}
