@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"testing"
 	"time"
 )
 
@@ -31,7 +30,7 @@ var (
 // environment prints both counts. Use it in TestMain:
 //
 //	func TestMain(m *testing.M) { os.Exit(vethns.LeakCheck(m)) }
-func LeakCheck(m *testing.M) int {
+func LeakCheck(m interface{ Run() int }) int {
 	warmUp()
 	fds0, maps0 := openFDs(), countMaps()
 
