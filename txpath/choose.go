@@ -238,12 +238,12 @@ const (
 	frameStride = 4096
 	payloadOff  = 42 // Ethernet + IPv4 + UDP
 	fenceEvery  = 64 // the Sender's default batch
-	trialBytes  = 128 << 10
+	trialBytes  = 512 << 10
 )
 
 // measureFrames times every method at each size into a region of
 // ringBytes laid out as UMEM frames (at least four payloads of the largest
-// size), for about budget (at least 3 rounds), and returns the best time
+// size), for about budget (at least 5 rounds), and returns the best time
 // of each.
 func measureFrames(sizes []int, ringBytes int, cold bool, budget time.Duration) []TablePoint {
 	maxStride := (payloadOff + sizes[len(sizes)-1] + frameStride - 1) / frameStride * frameStride
@@ -284,7 +284,7 @@ func measureFrames(sizes []int, ringBytes int, cold bool, budget time.Duration) 
 		return float64(time.Since(start).Nanoseconds()) / float64(k)
 	}
 	t0 := time.Now()
-	for round := 0; round < 3 || (round < 50 && time.Since(t0) < budget); round++ {
+	for round := 0; round < 5 || (round < 50 && time.Since(t0) < budget); round++ {
 		for i := range pts {
 			for j := range Methods {
 				// Rotate the order so that no method always follows the

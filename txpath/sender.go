@@ -279,6 +279,9 @@ func (s *Sender) room(k int) error {
 			s.ringRoom = s.p.txFree()
 		}
 		if s.ringRoom < len(s.descs)+len(s.held)+k {
+			if s.p.closed() {
+				return fmt.Errorf("txpath: socket: %w", os.ErrClosed)
+			}
 			return ErrRingFull
 		}
 	}
@@ -485,9 +488,19 @@ func (s *Sender) kick() error {
 // kicks the kernel and reaps completions while it waits; it sleeps between
 // polls (from 20 µs up to 1 ms) without holding an OS thread.
 func (s *Sender) Wait(ctx context.Context) error {
-	return s.waitFor(ctx, func() bool {
-		return s.room(1) == nil
+	var closed error
+	err := s.waitFor(ctx, func() bool {
+		err := s.room(1)
+		if errors.Is(err, os.ErrClosed) {
+			closed = err
+			return true
+		}
+		return err == nil
 	})
+	if closed != nil {
+		return closed
+	}
+	return err
 }
 
 // Drain flushes and waits until the kernel has completed every frame sent,
@@ -499,7 +512,11 @@ func (s *Sender) Drain(ctx context.Context) error {
 	if err := s.flush(); err != nil {
 		return err
 	}
-	return s.waitFor(ctx, func() bool { return len(s.descs) == 0 && s.inflight == 0 })
+	if s.p.closed() {
+		// Nothing more will complete; Reclaim takes the frames back.
+		return fmt.Errorf("txpath: socket: %w", os.ErrClosed)
+	}
+	return s.waitFor(ctx, func() bool { return len(s.descs) == 0 && s.inflight == 0 || s.p.closed() })
 }
 
 func (s *Sender) waitFor(ctx context.Context, ready func() bool) error {
@@ -540,6 +557,11 @@ func (s *Sender) Close() error {
 	defer cancel()
 	err := s.Drain(ctx)
 	s.closed = true
+	// Queued and never submitted (the drain failed): not sent.
+	for _, d := range s.descs {
+		s.cache = append(s.cache, s.u.Base(d.Addr))
+	}
+	s.descs = s.descs[:0]
 	if perr := s.u.PutBatch(s.cache); perr != nil {
 		err = errors.Join(err, perr)
 	}

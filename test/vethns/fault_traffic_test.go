@@ -47,6 +47,7 @@ type faultBed struct {
 	cancel                   context.CancelFunc
 	rxConn, txConn           *net.UDPConn
 	slow                     atomic.Bool // the RX handler is slow
+	haltOnce                 sync.Once
 }
 
 func newFaultBed(t *testing.T, scfg *xsk.Config) *faultBed {
@@ -181,11 +182,21 @@ func (f *faultBed) waitGrowth(what string, c *atomic.Int64, n int64) {
 	}
 }
 
+// halt ends the traffic goroutines and the poller's context; it is
+// idempotent.
+func (f *faultBed) halt() {
+	f.haltOnce.Do(func() {
+		close(f.stopTraffic)
+		f.wg.Wait()
+		if f.cancel != nil {
+			f.cancel()
+		}
+	})
+}
+
 // stop ends the traffic and returns what Run returned.
 func (f *faultBed) stop() error {
-	close(f.stopTraffic)
-	f.wg.Wait()
-	f.cancel()
+	f.halt()
 	select {
 	case err := <-f.runErr:
 		return err
@@ -198,6 +209,7 @@ func (f *faultBed) stop() error {
 // teardown closes everything in the order the library asks and checks
 // that every frame came back to the allocator.
 func (f *faultBed) teardown() {
+	f.halt() // a test that failed early left the traffic running
 	if f.rxConn != nil {
 		f.rxConn.Close()
 	}
@@ -205,7 +217,9 @@ func (f *faultBed) teardown() {
 		f.txConn.Close()
 	}
 	if f.sender != nil {
-		if err := f.sender.Close(); err != nil && !errors.Is(err, txpath.ErrInFlight) {
+		// ErrInFlight: the interface went away with frames on the ring;
+		// os.ErrClosed: the socket was closed under the sender.
+		if err := f.sender.Close(); err != nil && !errors.Is(err, txpath.ErrInFlight) && !errors.Is(err, os.ErrClosed) {
 			f.t.Errorf("sender Close: %v", err)
 		}
 	}
@@ -389,3 +403,41 @@ func TestFaultSmallRings(t *testing.T) {
 
 var _ = fmt.Sprint
 var _ = os.ErrClosed
+
+// TestFaultCloseUnderTraffic: the socket is closed by another goroutine
+// while the poller receives and the sender sends: Run returns an error
+// matching os.ErrClosed, the sender's sends fail with os.ErrClosed, and
+// every frame comes back.
+func TestFaultCloseUnderTraffic(t *testing.T) {
+	f := newFaultBed(t, nil)
+	f.start(30 * time.Second)
+	f.waitGrowth("RX before the close", &f.rxGot, 1000)
+	f.waitGrowth("TX before the close", &f.txGot, 1000)
+	if err := f.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-f.runErr:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Fatalf("Run ended with %v, want os.ErrClosed", err)
+		}
+		t.Logf("Run: %v", err)
+		f.runErr <- err
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not end after its socket closed")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		e, _ := f.txErr.Load().(error)
+		if errors.Is(e, os.ErrClosed) {
+			t.Logf("sender: %v", e)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sender: last error %v, want os.ErrClosed", e)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	f.stop()
+	f.report()
+}
