@@ -57,11 +57,15 @@ func runIn(t *testing.T, ns *vethns.NS, timeout time.Duration, name string, args
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	prog := name
+	if !filepath.IsAbs(name) {
+		prog = path(name)
+	}
 	var cmd *exec.Cmd
 	if ns == nil {
-		cmd = exec.CommandContext(ctx, path(name), args...)
+		cmd = exec.CommandContext(ctx, prog, args...)
 	} else {
-		cmd = exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns.Name, path(name)}, args...)...)
+		cmd = exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns.Name, prog}, args...)...)
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -145,7 +149,11 @@ type bed struct {
 	fwd *topo.Proc
 }
 
-func newBed(t *testing.T) *bed {
+func newBed(t *testing.T) *bed { return newBedAs(t, nil) }
+
+// newBedAs starts xdpfwd through wrapper (a command and its arguments
+// that end with the program to run, like setpriv ... --), or directly.
+func newBedAs(t *testing.T, wrapper []string) *bed {
 	t.Helper()
 	vethns.Require(t)
 	tp, err := topo.Create(nil)
@@ -161,14 +169,82 @@ func newBed(t *testing.T) *bed {
 			t.Error(err)
 		}
 	})
-	b.fwd, err = topo.Start(tp.Fwd, path("xdpfwd"), nil, "-i", tp.In.B.Name, "-o", tp.Out.A.Name, "-quiet")
+	args := []string{"-i", tp.In.B.Name, "-o", tp.Out.A.Name, "-quiet"}
+	bin := path("xdpfwd")
+	if len(wrapper) > 0 {
+		args = append(append(wrapper[1:], bin), args...)
+		bin = wrapper[0]
+	}
+	b.fwd, err = topo.Start(tp.Fwd, bin, nil, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := b.fwd.WaitReady(context.Background(), 10*time.Second); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v: %s", err, b.fwd.Stderr())
 	}
 	return b
+}
+
+// fourCaps runs a program with exactly CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF
+// and CAP_IPC_LOCK (root's capabilities are cut to its bounding set).
+func fourCaps(t *testing.T, drop string) []string {
+	sp, err := exec.LookPath("setpriv")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("setpriv (util-linux) is needed for the least-privilege test")
+		}
+		t.Skip("no setpriv")
+	}
+	set := "-all"
+	for _, c := range []string{"net_admin", "net_raw", "bpf", "ipc_lock"} {
+		if c != drop {
+			set += ",+" + c
+		}
+	}
+	return []string{sp, "--bounding-set", set, "--inh-caps", "-all", "--"}
+}
+
+// TestForwardLeastPrivilege: xdpfwd forwards with only the four
+// capabilities, and without CAP_BPF it stops with an error naming it.
+func TestForwardLeastPrivilege(t *testing.T) {
+	t.Run("four", func(t *testing.T) {
+		b := newBedAs(t, fourCaps(t, ""))
+		const n = 10000
+		gs, rs := b.udp(t, b.t.Out.B.IPv4.Addr(), n, "50k", "64", 1)
+		if gs.Sent != n || rs.Valid != n {
+			t.Fatalf("with four capabilities: sent %d, received %d valid of %d", gs.Sent, rs.Valid, n)
+		}
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", b.fwd.Pid()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(status), "\n") {
+			if strings.HasPrefix(l, "CapEff:") {
+				t.Logf("xdpfwd %s", l)
+				if v := strings.TrimSpace(strings.TrimPrefix(l, "CapEff:")); v != "0000008000007000" { // bits 12, 13, 14, 39
+					t.Errorf("xdpfwd ran with %s, want exactly NET_ADMIN, NET_RAW, IPC_LOCK and BPF", l)
+				}
+			}
+		}
+	})
+	for _, c := range []string{"bpf", "net_raw", "net_admin"} {
+		t.Run("without-"+c, func(t *testing.T) {
+			vethns.Require(t)
+			tp, err := topo.Create(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tp.Close()
+			w := fourCaps(t, c)
+			args := append(append(w[1:], path("xdpfwd")), "-i", tp.In.B.Name, "-o", tp.Out.A.Name, "-quiet")
+			_, stderr, code := runIn(t, tp.Fwd, 20*time.Second, w[0], args...)
+			want := "CAP_" + strings.ToUpper(c)
+			if code == 0 || !strings.Contains(stderr, want) {
+				t.Fatalf("without %s: exit %d, stderr %q (want an error naming %s)", want, code, stderr, want)
+			}
+			t.Logf("without %s: %s", want, strings.TrimSpace(stderr))
+		})
+	}
 }
 
 // recvSummary and genSummary are the fields the tests check.
