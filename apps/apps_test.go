@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,9 +32,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		gobin = "go"
+	gobin := "go" // the go command of the test's environment (make test's)
+	if goroot, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
+		if g := filepath.Join(strings.TrimSpace(string(goroot)), "bin", "go"); fileExists(g) {
+			gobin = g
+		}
 	}
 	cmd := exec.Command(gobin, "build", "-o", dir+"/", "./xdpgen", "./xdpfwd", "./xdprecv", "./xdpdemo")
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -547,3 +548,5 @@ func hasNetns(prefix string, n int) bool {
 	}
 	return k >= n
 }
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

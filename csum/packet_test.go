@@ -11,8 +11,6 @@ import (
 var (
 	src4 = netip.MustParseAddr("198.18.0.1")
 	dst4 = netip.MustParseAddr("198.18.0.2")
-	src6 = netip.MustParseAddr("2001:db8::1")
-	dst6 = netip.MustParseAddr("2001:db8::2")
 )
 
 // testFrameUDP4 builds an Ethernet+IPv4+UDP frame of n bytes (n >= 42)

@@ -549,9 +549,7 @@ func (s *Sender) Close() error {
 		return nil
 	}
 	// Reserved frames are not sent.
-	for _, h := range s.held {
-		s.cache = append(s.cache, h)
-	}
+	s.cache = append(s.cache, s.held...)
 	s.held = s.held[:0]
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()

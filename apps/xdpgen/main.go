@@ -63,7 +63,6 @@ type config struct {
 	ttl          int
 	metrics      string
 	quiet        bool
-	zeroCopyOnly bool
 
 	pps      float64 // 0: flat out
 	bps      float64
