@@ -51,6 +51,16 @@ type Handler interface {
 	Receive(p *Packet)
 }
 
+// RoundEnder is implemented by a Handler that wants to know when a poll
+// round ends (NAPI's end of poll), to finish what it batched across the
+// round's packets: a forwarder puts its TX batch on the ring and kicks
+// once per round, as drivers flush XDP redirects at the end of
+// napi_poll. EndRound runs on the Poller's goroutine after every round,
+// before the Poller sleeps or polls again.
+type RoundEnder interface {
+	EndRound()
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(p *Packet)
 

@@ -106,6 +106,7 @@ type Poller struct {
 
 	h       Handler
 	copier  Copier
+	ender   RoundEnder // h, if it wants to hear of each round's end
 	copyMax int
 	copyBuf []byte
 	pkt     Packet
@@ -211,7 +212,8 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 	defer p.mu.Unlock()
 	p.h = h
 	p.copier, _ = h.(Copier)
-	defer func() { p.h, p.copier = nil, nil }()
+	p.ender, _ = h.(RoundEnder)
+	defer func() { p.h, p.copier, p.ender = nil, nil, nil }()
 
 	p.stop.Store(false)
 	cancelled := make(chan struct{})
@@ -259,6 +261,9 @@ func (p *Poller) loop() error {
 		full, err := p.round()
 		if err != nil {
 			return err
+		}
+		if p.ender != nil {
+			p.ender.EndRound()
 		}
 		if full || p.cfg.Spin {
 			continue

@@ -336,3 +336,47 @@ func TestStarvation(t *testing.T) {
 }
 
 var _ = umem.Free
+
+// roundCounter counts packets and round ends, and the most packets seen
+// between two round ends.
+type roundCounter struct {
+	packets, rounds, inRound, maxInRound int
+}
+
+func (r *roundCounter) Receive(p *rxpath.Packet) { r.packets++; r.inRound++ }
+
+func (r *roundCounter) EndRound() {
+	r.rounds++
+	r.maxInRound = max(r.maxInRound, r.inRound)
+	r.inRound = 0
+}
+
+// TestRoundEnder: a handler that implements RoundEnder hears the end of
+// every round, and no round hands it more than the budget.
+func TestRoundEnder(t *testing.T) {
+	const budget = 100
+	b := newBed(t, bedConfig{rx: rxpath.Config{Weight: 32, Budget: budget}})
+	snd := newSender(t, b.b, b.pair.A.AddrPort4(port), 4)
+	var none atomic.Int64
+	h := &roundCounter{}
+	stop := b.run(h)
+	err := snd.send(3000, 64, 0, &none, 20*time.Second)
+	time.Sleep(100 * time.Millisecond)
+	if rerr := stop(); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.poller.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d packets, %d round ends (stats: %d rounds), at most %d in a round", h.packets, h.rounds, st.Rounds, h.maxInRound)
+	if h.packets == 0 || uint64(h.rounds) != st.Rounds {
+		t.Fatalf("%d round ends for %d rounds", h.rounds, st.Rounds)
+	}
+	if h.maxInRound > budget {
+		t.Fatalf("a round delivered %d packets, budget %d", h.maxInRound, budget)
+	}
+}

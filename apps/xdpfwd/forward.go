@@ -76,10 +76,15 @@ type forwarder struct {
 func (f *forwarder) Receive(p *rxpath.Packet) {
 	in := f.ports[p.Index]
 	f.handle(p, in)
-	if f.pending > 0 && (f.pending >= f.batch || in.sock.RX().Len() == 0) {
-		// A full batch, or the end of what the ring holds now: the
-		// poller has no end-of-round hook, so an empty RX ring is the
-		// sign that no more packets follow at once.
+	if f.pending >= f.batch {
+		f.flush()
+	}
+}
+
+// EndRound sends what the round left pending: one TX batch and at most
+// one kick per poll round (rxpath.RoundEnder).
+func (f *forwarder) EndRound() {
+	if f.pending > 0 {
 		f.flush()
 	}
 }
@@ -560,3 +565,5 @@ func (f *forwarder) metrics(p *rxpath.Poller) []cli.Metric {
 		}},
 	}
 }
+
+var _ rxpath.RoundEnder = (*forwarder)(nil)
