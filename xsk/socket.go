@@ -90,8 +90,14 @@ type Config struct {
 // and Stats return os.ErrClosed; Closed tells them apart from an empty
 // or full ring.
 type Socket struct {
-	fd        int      // the AF_XDP socket
-	file      *os.File // a duplicate of fd registered with the runtime poller
+	fd int // the AF_XDP socket
+	// A duplicate of fd registered with the runtime poller, made on the
+	// first WaitRX or WaitTX: a registered socket is polled by the
+	// netpoller's epoll on every wake-up, which in copy mode also
+	// transmits (xsk_poll), so sockets that never wait stay out of it.
+	pollOnce  sync.Once
+	pollErr   error
+	file      *os.File
 	rc        syscall.RawConn
 	umem      *umem.UMEM
 	first     bool   // fd is the UMEM's registration
@@ -226,7 +232,7 @@ func (s *Socket) init(c *Config) error {
 		return fmt.Errorf("xsk: %w", os.NewSyscallError("getsockopt(XDP_OPTIONS)", err))
 	}
 	s.zc = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
-	return s.initPoller()
+	return nil
 }
 
 func (s *Socket) setOptions(c *Config) error {
@@ -358,6 +364,7 @@ func (s *Socket) Close() error {
 		var errs []error
 		// Close the poller's duplicate first: it wakes a goroutine in
 		// WaitRX or WaitTX and waits until none is reading the rings.
+		s.pollOnce.Do(func() { s.pollErr = os.ErrClosed }) // none made from now on
 		if s.file != nil {
 			errs = append(errs, s.file.Close())
 		}
@@ -569,6 +576,10 @@ func (s *Socket) wait(ctx context.Context, write bool, ready func() bool) error 
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	s.pollOnce.Do(func() { s.pollErr = s.initPoller() })
+	if s.pollErr != nil {
+		return s.pollErr
 	}
 	setDeadline, poll := s.file.SetReadDeadline, s.rc.Read
 	if write {
