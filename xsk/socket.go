@@ -463,6 +463,14 @@ func (s *Socket) KickTX() error {
 	return s.WakeTX()
 }
 
+// The kicks use RawSyscall: sendto and recvfrom with MSG_DONTWAIT never
+// block, and their work is bounded (copy mode sends at most the TX budget,
+// 32 frames by default, per call), but one call can take tens of
+// microseconds, long enough for the runtime to hand the P away during an
+// ordinary Syscall and make the goroutine wait for one on return. Pinned
+// to one CPU with GOMAXPROCS=1, TX-only on veth measured 1.40-1.55 Mpps
+// with Syscall and 2.10-2.20 Mpps with RawSyscall (the C reference: 2.09-2.23).
+
 // WakeTX makes the sendto system call unconditionally (busy polling).
 func (s *Socket) WakeTX() error {
 	if !s.g.enter() {
@@ -470,7 +478,7 @@ func (s *Socket) WakeTX() error {
 	}
 	defer s.g.exit()
 	s.kicksTX.Add(1)
-	_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	_, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	return s.kickResult("sendto", e)
 }
 
@@ -493,7 +501,7 @@ func (s *Socket) WakeRX() error {
 	}
 	defer s.g.exit()
 	s.kicksRX.Add(1)
-	_, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	_, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	return s.kickResult("recvfrom", e)
 }
 
