@@ -19,6 +19,10 @@ const (
 	// to 256-512 bytes; a handler that reads in place pays ~10 ns more per
 	// packet for a copy at 256 bytes than for a lent frame.
 	DefaultCopyThreshold = 256
+	// DefaultIdleRounds: an empty round costs a few atomic loads per
+	// socket, a sleep and wake-up through the netpoller microseconds; the
+	// C reference spins 64 empty loops before poll(2) too.
+	DefaultIdleRounds = 64
 )
 
 // Errors returned by New and Run.
@@ -59,6 +63,11 @@ type Config struct {
 	BusyPoll bool
 	// Spin locks Run to its OS thread and never sleeps.
 	Spin bool
+	// IdleRounds is how many empty rounds the Poller polls, after a
+	// round that took packets, before it sleeps (default
+	// DefaultIdleRounds): it keeps polling while traffic flows. Negative
+	// sleeps as soon as a round comes up empty-handed.
+	IdleRounds int
 }
 
 func (c *Config) setDefaults() error {
@@ -73,6 +82,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.CopyThreshold == 0 {
 		c.CopyThreshold = DefaultCopyThreshold
+	}
+	if c.IdleRounds == 0 {
+		c.IdleRounds = DefaultIdleRounds
 	}
 	if c.FillBatch == 0 {
 		c.FillBatch = DefaultFillBatch

@@ -257,8 +257,9 @@ func (p *Poller) loop() error {
 			return err
 		}
 	}
+	idle := 0 // empty rounds in a row
 	for !p.stop.Load() {
-		full, err := p.round()
+		got, full, err := p.round()
 		if err != nil {
 			return err
 		}
@@ -268,6 +269,18 @@ func (p *Poller) loop() error {
 		if full || p.cfg.Spin {
 			continue
 		}
+		// Busy-poll while traffic flows: a short round that took packets,
+		// and up to IdleRounds empty ones after it, poll again at once; a
+		// sleep and its wake-up cost more than many empty polls.
+		if got > 0 {
+			idle = 0
+		} else {
+			idle++
+		}
+		if idle <= p.cfg.IdleRounds {
+			continue
+		}
+		idle = 0
 		// The round came up short: give the kernel every frame, wake it
 		// where it asks, and sleep until a socket is readable. A socket
 		// closed under us (its rings then take nothing) ends the Run.
@@ -309,13 +322,13 @@ func (p *Poller) loop() error {
 
 // round is one poll: see the package documentation. It reports whether
 // the round ended on its budget or time rather than coming up short.
-func (p *Poller) round() (full bool, err error) {
+func (p *Poller) round() (got int, full bool, err error) {
 	p.c.rounds++
 	if p.cfg.BusyPoll {
 		for _, s := range p.socks {
 			p.c.syscalls++
 			if err := s.s.WakeRX(); err != nil {
-				return false, fmt.Errorf("rxpath: busy poll: %w", err)
+				return 0, false, fmt.Errorf("rxpath: busy poll: %w", err)
 			}
 		}
 	}
@@ -343,7 +356,7 @@ func (p *Poller) round() (full bool, err error) {
 		}
 		left -= n
 		if err := p.refill(s, false); err != nil {
-			return false, err
+			return 0, false, err
 		}
 		if left == 0 {
 			full = true
@@ -357,11 +370,11 @@ func (p *Poller) round() (full bool, err error) {
 		}
 	}
 	p.next = i
-	got := p.cfg.Budget - left
+	got = p.cfg.Budget - left
 	p.c.hist[min(bits.Len(uint(got)), HistogramBuckets-1)]++
 	p.c.maxRound = max(p.c.maxRound, uint64(got))
 	p.publish()
-	return full, nil
+	return got, full, nil
 }
 
 // visit takes up to quota packets from s and hands them to the handler.
