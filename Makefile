@@ -20,7 +20,8 @@ build:
 ## test: every unit and namespace test (one package at a time: the
 ## namespace tests measure nothing, but veth drops under CPU contention),
 ## the purego build, the race detector, arm64 vet, a short run of every
-## fuzz target, and every benchmark once so none rots.
+## fuzz target, and every benchmark once so none rots (make bench-quick
+## included).
 test: build
 	$(GO) test -count=1 -p 1 $(TESTFLAGS) ./...
 	$(GO) test -count=1 -tags purego $(TESTFLAGS) ./csum/... ./nt/...
@@ -29,6 +30,8 @@ test: build
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(CI_FUZZTIME)
 	$(GO) test -count=1 -p 1 -run '^$$' -bench . -benchtime=1x ./... > .bench-once.log 2>&1 || { cat .bench-once.log; exit 1; }
 	@grep -h "^ok\|^FAIL\|^---" .bench-once.log; rm -f .bench-once.log
+	cd bench/harness && $(GO) vet ./... && $(GO) test -count=1 ./...
+	$(MAKE) --no-print-directory bench-quick
 
 # Packages whose tests run under the race detector in make test.
 RACEPKGS    ?= ./umem/... ./xsk/... ./csum/... ./nt/... ./internal/... ./rxpath/... ./txpath/... ./test/vethns/...
@@ -47,8 +50,14 @@ fuzz:
 		tail -n 3 .fuzz.log | grep -E "execs|^ok" | tail -n 2; \
 	done; rm -f .fuzz.log
 
+## bench: xdpkit side by side with the C reference (AF_XDP on veth, csum, nt), the
+## copy-policy grid, bench/out/{results.json,summary.md,xdp.png,copy.png}; root, gcc, < 10 min.
 bench:
-	@echo "make bench: the benchmark suite is not there yet (issue 8)" >&2; exit 1
+	cd bench/harness && $(GO) run . -out ../out
+
+## bench-quick: every benchmark of `make bench` once, briefly (CI), into bench/out/quick.
+bench-quick:
+	cd bench/harness && $(GO) run . -quick -out ../out/quick
 
 demo:
 	@d=$$(mktemp -d /tmp/xdpkit-demo.XXXXXX) && trap 'rm -rf "$$d"' EXIT INT TERM && \

@@ -2,6 +2,9 @@ package txpath
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,27 +98,34 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 //
 // It decides from measurements taken once per process, on first use
 // (Prepare takes them ahead; a Sender with the Auto policy does so in New):
-// every method copies payloads of 64 B to 64 KiB into UMEM-like memory, 4
+// every method copies payloads of 64 B to 64 KiB into UMEM-like memory: 4
 // KiB frames with the payload 42 bytes (the UDP/IPv4 headers) into its
-// frame, NT copies fenced once per 64 as the Sender's batches are; hot: a
-// 256 KiB region reused (it stays in the L2); cold: cycling through 64 MiB
-// (twice the L3 of the development machine). The table keeps, per size
-// and temperature, the fastest method with offload (copy, NT or fused,
-// whose sum is then unused) and without (fused, NT+sum or copy+sum), by
-// the best time over the rounds; a size between two measured ones takes
-// the answer of the smaller. About 50-150 ms, the ring mapping included.
+// frame, 4 KiB pages as umem.New maps them, the source at 8 offsets spread
+// over a page in turn, NT copies fenced once per 64 as the Sender's
+// batches are; hot: a 256 KiB region reused (it stays in the L2); cold:
+// cycling through 64 MiB (twice the L3 of the development machine). The
+// table keeps, per size and temperature, the fastest method with offload
+// (copy, NT, or fused, whose sum is then unused) and without (fused,
+// NT+sum or copy+sum), by the median over the rounds of paired time
+// ratios: the plain or the fused copy unless another wins by 2%. A size
+// between two measured ones takes the answer of the smaller. It takes
+// 200-300 ms, the mapping of the ring included, and nt.Default's
+// calibration if that has not run yet.
 //
-// Why measure rather than rule: on the development machine (AMD EPYC
-// Zen 5, AVX-512) the rules one would write are wrong in places. NT stores
-// won into cold 4 KiB-strided frames from 256-512 B (x1.6-1.8 at 1500 B),
-// although nt's own calibration (nt.Default), which copies into a
-// contiguous ring where the hardware prefetcher hides the ordinary stores'
-// read-for-ownership, put its threshold at 64 KiB or never. And into a hot
-// destination the fused AVX-512 csum.CopyAndSum beat the builtin copy at
-// 1500 B (x1.2) though it also sums, while at 4 KiB it was 4x slower.
-// Above 64 KiB, where a payload spans whole contiguous frames, nt's
-// calibration decides: NT stores into a cold destination where nt.Default
-// says NT wins at that size, else the 64 KiB answer without NT.
+// Why measure rather than rule: on the development machine (a 2-vCPU VM on
+// AMD EPYC Zen 5, AVX-512) the rule "NT stores from nt's threshold" is
+// wrong for packets. NT stores won into cold 4 KiB-strided frames from
+// 512 B (1500 B: 38.7 against 27.3 GB/s for the ordinary copy, in the grid
+// of `make bench`), while nt's calibration (nt.Default), which copies into
+// a contiguous ring where the hardware prefetcher hides the ordinary
+// stores' read-for-ownership, put its threshold at 16 KiB, 64 KiB or never
+// from run to run. Without offload, NT + a sum of the (cached) source beat
+// the fused copy-and-sum into cold frames from 1-4 KiB on, while into hot
+// ones the fused copy won at every size (1500 B: 53.6 against 35.9 GB/s
+// for copy + sum). Above 64 KiB, where a payload spans whole contiguous
+// frames, nt's calibration decides: NT stores into a cold destination
+// where nt.Default says NT wins at that size, else the 64 KiB answer
+// without NT.
 func ChooseCopy(size int, coldDest, offload bool) Method {
 	t := chosen.Load()
 	if t == nil {
@@ -130,10 +140,10 @@ func Prepare() { prepare() }
 
 // table is ChooseCopy's answer, by destination temperature and size.
 type table struct {
-	// small[d][o][size>>6] for sizes below 1 KiB, mid[d][o][size>>10] up
-	// to 64 KiB; d is 1 for a cold destination, o 1 with offload.
-	small [2][2][16]Method
-	mid   [2][2][65]Method
+	// tab[d][o][size>>6] up to 64 KiB: the choice measured in that
+	// 64-byte bucket, else at the measured size nearest (by ratio) to the
+	// bucket's middle; d is 1 for a cold destination, o 1 with offload.
+	tab   [2][2][65536>>6 + 1]Method
 	big   [2][2]Method // above 64 KiB: the 64 KiB answer, without NT
 	ntBig int          // nt.Default's threshold (<= 0: never)
 	// points are the measurements.
@@ -150,7 +160,8 @@ type TablePoint struct {
 }
 
 // ChooseTable returns the measurements behind ChooseCopy's answers
-// (measuring them first if needed).
+// (measuring them first if needed): hot sizes, then cold ones. The slice
+// is shared; do not modify it.
 func ChooseTable() []TablePoint { return prepare().points }
 
 func (t *table) pick(size int, cold, offload bool) Method {
@@ -162,10 +173,8 @@ func (t *table) pick(size int, cold, offload bool) Method {
 		o = 1
 	}
 	switch {
-	case size < 1024:
-		return t.small[d][o][max(size, 0)>>6]
 	case size <= 65536:
-		return t.mid[d][o][size>>10]
+		return t.tab[d][o][max(size, 0)>>6]
 	case cold && t.ntBig > 0 && size >= t.ntBig:
 		if offload {
 			return MethodNT
@@ -186,8 +195,8 @@ func prepare() *table {
 	if t := chosen.Load(); t != nil {
 		return t
 	}
-	hot := measureFrames(tableSizes, hotBytes, false, 15*time.Millisecond)
-	cold := measureFrames(tableSizes, coldBytes, true, 30*time.Millisecond)
+	hot := measureFrames(tableSizes, hotBytes, false, 50*time.Millisecond)
+	cold := measureFrames(tableSizes, coldBytes, true, 150*time.Millisecond)
 	t := build(hot, cold, nt.Default().Threshold)
 	chosen.Store(t)
 	return t
@@ -205,22 +214,25 @@ var tableSizes = []int{64, 128, 256, 512, 1024, 1500, 2048, 4096, 8192, 16384, 3
 func build(hot, cold []TablePoint, ntThreshold int) *table {
 	t := &table{points: append(append([]TablePoint{}, hot...), cold...), ntBig: ntThreshold}
 	for d, pts := range [][]TablePoint{hot, cold} {
+		// at returns the point whose size is nearest to size by ratio.
 		at := func(size int) TablePoint {
-			p := pts[0]
+			size = max(size, 1)
+			p, best := pts[0], math.Inf(1)
 			for _, q := range pts {
-				if q.Size <= size {
-					p = q
+				if r := math.Abs(math.Log(float64(q.Size) / float64(size))); r < best {
+					p, best = q, r
 				}
 			}
 			return p
 		}
-		for i := range t.small[d][0] {
-			p := at(i << 6)
-			t.small[d][0][i], t.small[d][1][i] = p.Soft, p.Offload
-		}
-		for i := range t.mid[d][0] {
-			p := at(i << 10)
-			t.mid[d][0][i], t.mid[d][1][i] = p.Soft, p.Offload
+		for i := range t.tab[d][0] {
+			p := at(i<<6 + 32)
+			for _, q := range pts {
+				if q.Size>>6 == i { // a measured size answers for its bucket
+					p = q
+				}
+			}
+			t.tab[d][0][i], t.tab[d][1][i] = p.Soft, p.Offload
 		}
 		p := at(65536)
 		t.big[d][0], t.big[d][1] = p.Soft, p.Offload
@@ -238,8 +250,16 @@ const (
 	frameStride = 4096
 	payloadOff  = 42 // Ethernet + IPv4 + UDP
 	fenceEvery  = 64 // the Sender's default batch
-	trialBytes  = 512 << 10
+	trialBytes  = 256 << 10
+	ntMin       = 256  // nt.Copy's cut-over to NT stores (nt's doc)
+	srcSpan     = 4096 // payload sources start in the first page of a buffer...
+	srcOffsets  = 8    // ...at 8 offsets, 520 bytes apart
 )
+
+// srcOffset is where the i-th payload of a trial starts in the source
+// buffer: 0, 520, 1040, ... 3640, which covers every eighth of a page and
+// every 8-byte alignment within a cache line.
+func srcOffset(i int) int { return i % srcOffsets * (srcSpan/srcOffsets + 8) }
 
 // measureFrames times every method at each size into a region of
 // ringBytes laid out as UMEM frames (at least four payloads of the largest
@@ -250,29 +270,41 @@ func measureFrames(sizes []int, ringBytes int, cold bool, budget time.Duration) 
 	ring, free := mapRing(max(ringBytes, 4*maxStride))
 	defer free()
 	pts := make([]TablePoint, len(sizes))
-	srcs := make([][]byte, len(sizes)) // a payload buffer of each size
+	// Payloads start at varying offsets of one buffer (srcOffset): how a
+	// source lines up with a frame decides 4 KiB aliasing (a load stalled
+	// behind a store to the same offset of another page), which made the
+	// sum kernels 2-5x slower at some sizes and buffers.
+	src := make([]byte, sizes[len(sizes)-1]+srcSpan)
+	for j := range src {
+		src[j] = byte(j*7 + 1)
+	}
 	for i, s := range sizes {
 		pts[i].Size, pts[i].Cold = s, cold
 		for m := range pts[i].Ns {
 			pts[i].Ns[m] = -1
 		}
-		srcs[i] = make([]byte, s)
-		for j := range srcs[i] {
-			srcs[i][j] = byte(j*7 + 1)
-		}
 	}
 	pos := 0
 	var sum uint32
-	trial := func(src []byte, m Method) float64 {
-		s := len(src)
+	trial := func(s int, m Method) float64 {
 		stride := (payloadOff + s + frameStride - 1) / frameStride * frameStride
-		k := max(4, trialBytes/s)
+		k := (max(8, trialBytes/s) + srcOffsets - 1) / srcOffsets * srcOffsets
+		if !cold {
+			// One untimed pass over the region first: the previous trial
+			// may have evicted it with NT stores.
+			for i := 0; i < len(ring)/stride; i++ {
+				m.Apply(ring[i*stride+payloadOff:i*stride+payloadOff+s], src[:s], 0)
+			}
+			nt.Fence()
+			pos = 0
+		}
 		start := time.Now()
 		for i := 0; i < k; i++ {
 			if pos+stride > len(ring) {
 				pos = 0
 			}
-			sum = m.Apply(ring[pos+payloadOff:pos+payloadOff+s], src, sum)
+			off := srcOffset(i)
+			sum = m.Apply(ring[pos+payloadOff:pos+payloadOff+s], src[off:off+s], sum)
 			pos += stride
 			if m.NT() && (i+1)%fenceEvery == 0 {
 				nt.Fence()
@@ -283,14 +315,20 @@ func measureFrames(sizes []int, ringBytes int, cold bool, budget time.Duration) 
 		}
 		return float64(time.Since(start).Nanoseconds()) / float64(k)
 	}
+	// times[i][m] are the per-round times of method m at size i.
+	times := make([][5][]float64, len(pts))
 	t0 := time.Now()
-	for round := 0; round < 5 || (round < 50 && time.Since(t0) < budget); round++ {
+	// Each round runs the methods in its own random order (fixed seed), so
+	// that every method follows every other equally often: a trial leaves
+	// write-combining buffers and memory queues as the next one finds them.
+	rng := rand.New(rand.NewPCG(uint64(len(pts)), 1))
+	order := slices.Clone(Methods)
+	for round := 0; round < 5 || (round < 100 && time.Since(t0) < budget); round++ {
 		for i := range pts {
-			for j := range Methods {
-				// Rotate the order so that no method always follows the
-				// same one.
-				m := Methods[(j+round)%len(Methods)]
-				ns := trial(srcs[i], m)
+			rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+			for _, m := range order {
+				ns := trial(pts[i].Size, m)
+				times[i][m] = append(times[i][m], ns)
 				if old := pts[i].Ns[m]; old < 0 || ns < old {
 					pts[i].Ns[m] = ns
 				}
@@ -300,35 +338,56 @@ func measureFrames(sizes []int, ringBytes int, cold bool, budget time.Duration) 
 	sumSink = sum
 	for i := range pts {
 		p := &pts[i]
-		p.Offload = fastest(p.Ns, MethodCopy, MethodNT, MethodFused)
-		p.Soft = fastest(p.Ns, MethodFused, MethodNTSum, MethodCopySum)
+		if p.Size < ntMin {
+			// nt.Copy copies below 256 B with the builtin copy: NT is
+			// the ordinary copy plus a fence there, whatever the noise
+			// says.
+			p.Offload = fastest(&times[i], MethodCopy, MethodFused)
+			p.Soft = fastest(&times[i], MethodFused, MethodCopySum)
+			continue
+		}
+		p.Offload = fastest(&times[i], MethodCopy, MethodNT, MethodFused)
+		p.Soft = fastest(&times[i], MethodFused, MethodNTSum, MethodCopySum)
 	}
 	return pts
 }
 
-// fastest returns the candidate with the lowest time; the first on ties.
-func fastest(ns [5]float64, cand ...Method) Method {
+// fastest returns the fastest candidate by paired comparison: for each
+// pair, the median over the rounds of the ratio of their times in the same
+// round (trials of one round see the same interference from other work, so
+// the ratio is steadier than either time). The first candidate (the plain
+// copy, or the fused copy-and-sum) is the default: another must beat the
+// current choice by switchGain.
+func fastest(times *[5][]float64, cand ...Method) Method {
 	best := cand[0]
 	for _, m := range cand[1:] {
-		if ns[m] > 0 && ns[m] < ns[best] {
+		a, b := times[best], times[m]
+		n := min(len(a), len(b))
+		if n == 0 {
+			continue
+		}
+		r := make([]float64, n)
+		for i := range r {
+			r[i] = a[i] / b[i] // > 1: m is faster
+		}
+		slices.Sort(r)
+		if r[n/2]*(1-switchGain) > 1 {
 			best = m
 		}
 	}
 	return best
 }
 
-// mapRing maps n bytes of anonymous memory, asks for transparent huge pages
-// (faulting 64 MiB of 4 KiB pages in takes over 100 ms in a VM) and faults
-// it in; on failure it falls back to the heap.
+const switchGain = 0.02
+
+// mapRing maps n bytes of anonymous memory the way umem.New does (4 KiB
+// pages: a UMEM has huge pages only when asked), populated up front; on
+// failure it falls back to the heap.
 func mapRing(n int) ([]byte, func()) {
-	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
 	if err != nil {
 		b = make([]byte, n)
 		return b, func() {}
-	}
-	_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
-	for i := 0; i < len(b); i += 4096 {
-		b[i] = 1
 	}
 	return b, func() { _ = unix.Munmap(b) }
 }

@@ -13,8 +13,12 @@ import (
 func pt(size int, copyNs, ntNs, copySum, ntSum, fused float64) TablePoint {
 	p := TablePoint{Size: size}
 	p.Ns[MethodCopy], p.Ns[MethodNT], p.Ns[MethodCopySum], p.Ns[MethodNTSum], p.Ns[MethodFused] = copyNs, ntNs, copySum, ntSum, fused
-	p.Offload = fastest(p.Ns, MethodCopy, MethodNT, MethodFused)
-	p.Soft = fastest(p.Ns, MethodFused, MethodNTSum, MethodCopySum)
+	var times [5][]float64
+	for m, ns := range p.Ns {
+		times[m] = []float64{ns, ns * 1.5, ns * 0.9} // paired rounds: the ratios stay the same
+	}
+	p.Offload = fastest(&times, MethodCopy, MethodNT, MethodFused)
+	p.Soft = fastest(&times, MethodFused, MethodNTSum, MethodCopySum)
 	return p
 }
 
@@ -46,12 +50,14 @@ func TestTable(t *testing.T) {
 		}{
 			{0, true, MethodCopy},
 			{64, true, MethodCopy},
-			{255, true, MethodCopy},
+			{127, true, MethodCopy}, // nearest measured size: 64 B
+			{255, true, MethodNT},   // nearest measured size: 256 B
 			{256, true, MethodNT},
 			{1499, true, MethodNT},
-			{1499, false, MethodFused}, // the 1024 B class takes the 256 B point
+			{1499, false, MethodFused}, // 1500 B's bucket
 			{1500, false, MethodFused},
-			{4095, false, MethodFused},
+			{2000, false, MethodFused}, // nearest: 1500 B
+			{4095, false, MethodNTSum}, // 4096 B's bucket
 			{4096, false, MethodNTSum},
 			{65535, false, MethodNTSum},
 			{65536, true, MethodNT},
@@ -73,6 +79,21 @@ func TestTable(t *testing.T) {
 	}
 }
 
+func TestFastestPaired(t *testing.T) {
+	var times [5][]float64
+	times[MethodCopy] = []float64{10, 20, 10, 10, 10}
+	// One lucky round would make NT the best-of; paired, it loses.
+	times[MethodNT] = []float64{5, 22, 11, 11, 11}
+	times[MethodFused] = []float64{9.9, 19.8, 9.9, 9.9, 9.9} // 1% faster: not enough to switch
+	if got := fastest(&times, MethodCopy, MethodNT, MethodFused); got != MethodCopy {
+		t.Errorf("fastest = %s, want copy", got)
+	}
+	times[MethodFused] = []float64{9, 18, 9, 9, 9} // 10% faster
+	if got := fastest(&times, MethodCopy, MethodNT, MethodFused); got != MethodFused {
+		t.Errorf("fastest = %s, want fused", got)
+	}
+}
+
 func TestMeasureFrames(t *testing.T) {
 	sizes := []int{64, 1500, 4096}
 	pts := measureFrames(sizes, 4<<20, true, time.Millisecond)
@@ -89,7 +110,7 @@ func TestMeasureFrames(t *testing.T) {
 			}
 		}
 		okOffload := p.Offload == MethodCopy || p.Offload == MethodNT || p.Offload == MethodFused
-		if !okOffload || !p.Soft.Sums() || p.Ns[p.Offload] > p.Ns[MethodCopy] || p.Ns[p.Soft] > p.Ns[MethodFused] {
+		if !okOffload || !p.Soft.Sums() || p.Size < 256 && (p.Offload.NT() || p.Soft.NT()) {
 			t.Errorf("size %d: choices %s/%s from %v", p.Size, p.Offload, p.Soft, p.Ns)
 		}
 	}

@@ -45,6 +45,13 @@
 //     (the NIC reads the frame by DMA; the CPU does not read it again);
 //     Software otherwise.
 //
+// Per packet, Auto's SendUDP asks [ChooseCopy] which copy to use for the
+// payload's size (ordinary, NT, fused checksum-and-copy, or a copy followed
+// by a sum), from a table that the process measures once, on this host,
+// when the first Auto Sender is made (about 0.25 s; [Prepare] does it
+// earlier). In copy mode the destination counts as hot, and NT stores are
+// never chosen for hot destinations: they lost at every size measured.
+//
 // Offload needs a UMEM with TxMetadataLen >= umem.TxMetadataSize. The
 // packet then starts TxMetadataLen (plus Config.Headroom) bytes into each
 // frame, with the metadata right in front of it, as the kernel expects.

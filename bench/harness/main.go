@@ -1,0 +1,247 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// config is the command line.
+type config struct {
+	out     string
+	repo    string
+	quick   bool
+	runs    int
+	seconds int
+	only    string
+	pin     bool
+	genCPU  int
+	measCPU int
+}
+
+// Results is results.json.
+type Results struct {
+	Machine Machine   `json:"machine"`
+	Started time.Time `json:"started"`
+	Elapsed float64   `json:"elapsed_seconds"`
+	Quick   bool      `json:"quick"`
+	Runs    int       `json:"runs"`
+	Seconds int       `json:"seconds_per_run"`
+	Pinned  bool      `json:"pinned"`
+
+	XDP   []XDPCase     `json:"xdp,omitempty"`
+	Micro []MicroResult `json:"micro,omitempty"`
+	Grid  *Grid         `json:"grid,omitempty"`
+}
+
+// Machine says where the figures were measured.
+type Machine struct {
+	CPU    string `json:"cpu"`
+	CPUs   int    `json:"cpus"`
+	Kernel string `json:"kernel"`
+	Go     string `json:"go"`
+	GCC    string `json:"gcc"`
+	Date   string `json:"date"`
+	Load   string `json:"loadavg"`
+	// Commit is the repository's HEAD, with "+changes" when the work tree
+	// differs from it.
+	Commit string `json:"commit"`
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.out, "out", "../out", "directory for results.json, the plots and summary.md")
+	flag.StringVar(&c.repo, "repo", "", "root of the xdpkit repository (default: found from the working directory)")
+	flag.BoolVar(&c.quick, "quick", false, "run every case once, briefly (CI)")
+	flag.IntVar(&c.runs, "runs", 5, "measured runs of each AF_XDP case and implementation")
+	flag.IntVar(&c.seconds, "seconds", 2, "length of one AF_XDP run")
+	flag.StringVar(&c.only, "only", "xdp,micro,grid", "parts to run: xdp, micro, grid (comma-separated)")
+	flag.BoolVar(&c.pin, "pin", true, "pin the generator/peer to CPU 0 and the measured program to CPU 1")
+	flag.Parse()
+	c.genCPU, c.measCPU = 0, 1
+	if runtime.NumCPU() < 2 {
+		c.measCPU = 0
+	}
+	if c.quick {
+		c.runs, c.seconds = 1, 1
+	}
+	if c.runs < 1 || c.seconds < 1 || c.seconds > 60 {
+		fatalf("-runs must be positive and -seconds 1..60")
+	}
+	if err := run(&c); err != nil {
+		fatalf("%v", err)
+	}
+}
+
+func fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "harness: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+func run(c *config) error {
+	start := time.Now()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if c.repo == "" {
+		r, err := findRepo()
+		if err != nil {
+			return err
+		}
+		c.repo = r
+	}
+	if err := os.MkdirAll(c.out, 0o755); err != nil {
+		return err
+	}
+	out, err := filepath.Abs(c.out)
+	if err != nil {
+		return err
+	}
+	c.out = out
+	parts := strings.Split(c.only, ",")
+	mach := machine()
+	mach.Commit = commit(c.repo)
+	res := &Results{Machine: mach, Started: start.UTC(), Quick: c.quick, Runs: c.runs, Seconds: c.seconds, Pinned: c.pin}
+	logf("harness: %s, %d CPUs, kernel %s, %s; quick=%v runs=%d seconds=%d pinned=%v",
+		res.Machine.CPU, res.Machine.CPUs, res.Machine.Kernel, res.Machine.Go, c.quick, c.runs, c.seconds, c.pin)
+
+	bin, err := os.MkdirTemp("", "xdpkit-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(bin)
+
+	// The grid first: it needs the machine quiet, and nothing of ours runs
+	// yet.
+	if slices.Contains(parts, "grid") {
+		g, err := runGrid(ctx, c)
+		if err != nil {
+			return fmt.Errorf("grid: %w", err)
+		}
+		res.Grid = g
+	}
+	if slices.Contains(parts, "micro") {
+		m, err := runMicro(ctx, c, bin)
+		if err != nil {
+			return fmt.Errorf("micro-benchmarks: %w", err)
+		}
+		res.Micro = m
+	}
+	if slices.Contains(parts, "xdp") {
+		x, err := runXDP(ctx, c, bin)
+		if err != nil {
+			return fmt.Errorf("AF_XDP: %w", err)
+		}
+		res.XDP = x
+	}
+	res.Elapsed = time.Since(start).Seconds()
+
+	summary := report(res)
+	fmt.Print(summary)
+	if err := os.WriteFile(filepath.Join(c.out, "summary.md"), []byte(summary), 0o644); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(c.out, "results.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := plots(res, c.out); err != nil {
+		return fmt.Errorf("plots: %w", err)
+	}
+	fmt.Printf("\nwrote %s/{results.json,summary.md,xdp.png,copy.png}\nelapsed: %.1f s\n", c.out, res.Elapsed)
+	if res.Grid != nil && !res.Grid.Pass && !c.quick {
+		// Quick mode measures too little to judge; it only keeps the
+		// benchmarks from rotting.
+		return errors.New("copy-policy grid: auto is more than 3% behind the best fixed method in some cell (FAIL)")
+	}
+	return nil
+}
+
+// findRepo walks up from the working directory to the xdpkit module root.
+func findRepo() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.Contains(string(b), "module github.com/xdpkit/xdpkit\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("not inside the xdpkit repository (use -repo)")
+		}
+		dir = parent
+	}
+}
+
+func machine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), Date: time.Now().UTC().Format("2006-01-02 15:04 UTC")}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		m.Load = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	if b, err := exec.Command("gcc", "-dumpfullversion").Output(); err == nil {
+		m.GCC = strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+// commit describes the repository's state: HEAD's short hash, and
+// "+changes" when the work tree differs from it.
+func commit(repo string) string {
+	out, err := exec.Command("git", "-C", repo, "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	c := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "-C", repo, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+		c += "+changes"
+	}
+	return c
+}
+
+// median of v (0 for none); v is not modified.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

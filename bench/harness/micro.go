@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// MicroResult is one micro-benchmark figure: the best time per operation
+// and the bandwidth it gives.
+type MicroResult struct {
+	Lang  string  `json:"lang"`  // "go" or "c"
+	Bench string  `json:"bench"` // "sum", "copy_and_sum", "copy"
+	Where string  `json:"where,omitempty"`
+	Impl  string  `json:"impl"`
+	Size  int     `json:"size"`
+	Ns    float64 `json:"ns"`
+	GBps  float64 `json:"gbps"`
+	// Name is the Go benchmark's name.
+	Name string `json:"name,omitempty"`
+}
+
+// goBench is a set of Go benchmarks and how to label what they print.
+type goBench struct {
+	pkg     string
+	pattern string
+	label   func(name string) (bench, where, impl string, size int, ok bool)
+}
+
+var goBenches = []goBench{
+	{"csum", `^Benchmark(Sum|CopyAndSum)$/^(1500|65536)$`, func(n string) (string, string, string, int, bool) {
+		f := strings.Split(n, "/")
+		if len(f) != 2 {
+			return "", "", "", 0, false
+		}
+		s, _ := strconv.Atoi(f[1])
+		b := map[string]string{"BenchmarkSum": "sum", "BenchmarkCopyAndSum": "copy_and_sum"}[f[0]]
+		return b, "", "default", s, b != ""
+	}},
+	{"csum", `^Benchmark(Sum|CopyAndSum)Impl$/^avx2$/^(1500|65536)$`, func(n string) (string, string, string, int, bool) {
+		f := strings.Split(n, "/")
+		if len(f) != 3 {
+			return "", "", "", 0, false
+		}
+		s, _ := strconv.Atoi(f[2])
+		b := map[string]string{"BenchmarkSumImpl": "sum", "BenchmarkCopyAndSumImpl": "copy_and_sum"}[f[0]]
+		return b, "", f[1], s, b != ""
+	}},
+	{"nt", `^BenchmarkCopy$/^(hot|ring)$/^(copy|nt)$/^(1500B|64KiB)$`, func(n string) (string, string, string, int, bool) {
+		f := strings.Split(n, "/")
+		if len(f) != 4 {
+			return "", "", "", 0, false
+		}
+		s := map[string]int{"1500B": 1500, "64KiB": 65536}[f[3]]
+		im := map[string]string{"copy": "copy", "nt": "nt"}[f[2]]
+		return "copy", f[1], im, s, s > 0
+	}},
+	{"nt", `^BenchmarkImpl$/^avx2$/^64KiB$`, func(n string) (string, string, string, int, bool) {
+		f := strings.Split(n, "/")
+		if len(f) != 3 {
+			return "", "", "", 0, false
+		}
+		return "copy", "ring", "nt-" + f[1], 65536, true
+	}},
+}
+
+func runMicro(ctx context.Context, c *config, dir string) ([]MicroResult, error) {
+	cpu := -1
+	if c.pin {
+		cpu = c.measCPU
+	}
+	benchtime, count := "200ms", "5"
+	ct, cr := "50", "5"
+	if c.quick {
+		benchtime, count = "20ms", "1"
+		ct, cr = "5", "1"
+	}
+	var res []MicroResult
+	// Go: compile each package's test binary once, run it pinned.
+	bins := map[string]string{}
+	for _, pkg := range []string{"csum", "nt"} {
+		bin := filepath.Join(dir, pkg+".test")
+		cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, "./"+pkg)
+		cmd.Dir = c.repo
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go test -c ./%s: %w\n%s", pkg, err, b)
+		}
+		bins[pkg] = bin
+	}
+	for _, gb := range goBenches {
+		logf("micro: go %s -bench %s", gb.pkg, gb.pattern)
+		args := []string{bins[gb.pkg], "-test.run", "^$", "-test.bench", gb.pattern,
+			"-test.benchtime", benchtime, "-test.count", count, "-test.benchmem"}
+		out, err := pinned(ctx, cpu, filepath.Join(c.repo, gb.pkg), args...)
+		if err != nil {
+			return res, err
+		}
+		best := map[string]MicroResult{}
+		var order []string
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") || f[3] != "ns/op" {
+				continue
+			}
+			name := f[0]
+			if i := strings.LastIndex(name, "-"); i > 0 {
+				if _, err := strconv.Atoi(name[i+1:]); err == nil {
+					name = name[:i] // the GOMAXPROCS suffix
+				}
+			}
+			ns, err := strconv.ParseFloat(f[2], 64)
+			if err != nil || ns <= 0 {
+				continue
+			}
+			bench, where, im, size, ok := gb.label(name)
+			if !ok {
+				continue
+			}
+			r := MicroResult{Lang: "go", Bench: bench, Where: where, Impl: im, Size: size, Ns: ns, GBps: float64(size) / ns, Name: name}
+			old, seen := best[name]
+			if !seen {
+				order = append(order, name)
+			}
+			if !seen || r.Ns < old.Ns {
+				best[name] = r
+			}
+		}
+		if len(order) == 0 {
+			return res, fmt.Errorf("go %s -bench %s: no results\n%s", gb.pkg, gb.pattern, out)
+		}
+		for _, n := range order {
+			res = append(res, best[n])
+		}
+	}
+	// C: build with gcc -O2 -mavx2 and run pinned.
+	for _, prog := range []string{"csumbench", "ntbench"} {
+		bin := filepath.Join(dir, prog)
+		cmd := exec.CommandContext(ctx, "gcc", "-O2", "-mavx2", "-Wall", "-Wextra", "-o", bin,
+			filepath.Join(c.repo, "bench/c", prog+".c"))
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return res, fmt.Errorf("gcc %s.c: %w\n%s", prog, err, b)
+		}
+		logf("micro: %s", prog)
+		out, err := pinned(ctx, cpu, dir, bin, "-t", ct, "-r", cr, "1500", "65536")
+		if err != nil {
+			return res, err
+		}
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		for sc.Scan() {
+			var r MicroResult
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				return res, fmt.Errorf("%s: %w: %s", prog, err, sc.Text())
+			}
+			r.Lang = "c"
+			res = append(res, r)
+		}
+	}
+	return res, nil
+}
+
+// pinned runs a command on cpu (taskset; none when cpu < 0) in dir.
+func pinned(ctx context.Context, cpu int, dir string, argv ...string) ([]byte, error) {
+	if cpu >= 0 {
+		argv = append([]string{"taskset", "-c", strconv.Itoa(cpu)}, argv...)
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("%s: %w\n%s%s", strings.Join(argv, " "), err, out, stderr.Bytes())
+	}
+	return out, nil
+}

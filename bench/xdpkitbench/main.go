@@ -1,0 +1,670 @@
+// Command xdpkitbench is the Go side of xdpkit's AF_XDP benchmarks: the
+// counterpart of the C reference bench/c/xdpbench.c, with the same flags,
+// the same defaults and the same one-line JSON result, so that `make bench`
+// can run both on the same veth topologies and compare them.
+//
+// Modes (-m):
+//
+//	txonly  transmits UDP/IPv4 frames of -s bytes through txpath.Sender
+//	        (Next + Commit, batches of -b, one producer-index store and at
+//	        most one kick per batch, completions reaped in batches). Like
+//	        xdpbench, every UMEM frame holds the same packet, written once
+//	        before the run, so both measure the rings, not the packet
+//	        builder. "gen" is an alias.
+//	rxdrop  receives on queue -q of -i through rxpath.Poller (every packet
+//	        lent, none copied, none read; frames back on the Fill ring at
+//	        once), with the XDP program of xsk.AttachProgram.
+//	fwd     receives on -i (rxpath.Poller, the socket owning the UMEM),
+//	        rewrites the Ethernet addresses in place (destination --dst-mac,
+//	        source the MAC of -o), keeps the frames (Packet.Keep) and puts
+//	        them on the TX ring of a second socket on -o that shares the
+//	        UMEM: zero copies. Completed frames return to the UMEM allocator,
+//	        from which the poller refills the Fill ring.
+//
+// Defaults match xdpbench's: rings of 2048 entries, batch 64, 4096 frames
+// of 4096 bytes, copy mode, need_wakeup on, native XDP. At the end it
+// prints one JSON line on stdout with the fields of xdpbench's line (mode,
+// frames, seconds, mpps, ...) plus "impl":"xdpkit" and "mallocs", the heap
+// allocations of the whole process during the measured loop (0 expected):
+// for txonly from the start of the loop to the end of the drain, for the
+// receivers from the first packet to the last multiple of 1024 packets.
+// Once set up it prints "xdpkitbench: ready" on stderr. SIGINT or SIGTERM
+// end the run early, with a result.
+//
+// Kernel: Linux 5.10 or newer, as xdpbench; run as root. Example:
+//
+//	ip netns exec B xdpkitbench -m rxdrop -i vethB -q 0 -d 6
+//	ip netns exec A xdpkitbench -m txonly -i vethA -s 64 -d 5 --dst-mac 02:00:00:00:00:02
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpkit/xdpkit/csum"
+	"github.com/xdpkit/xdpkit/rxpath"
+	"github.com/xdpkit/xdpkit/txpath"
+	"github.com/xdpkit/xdpkit/umem"
+	"github.com/xdpkit/xdpkit/xsk"
+)
+
+const (
+	allocEvery = 1024                   // receivers read the allocation count every this many packets
+	idleSpins  = 64                     // empty rounds before sleeping, as xdpbench
+	drainTime  = 200 * time.Millisecond // wait for the last completions
+	maxSeconds = 3600
+	ethLen     = 14
+	ipLen      = 20
+	udpLen     = 8
+	minFrame   = ethLen + ipLen + udpLen
+)
+
+type options struct {
+	mode              string
+	ifname, outIfname string
+	queue, outQueue   int
+	size, batch       int
+	duration          int
+	count             uint64
+	frameSize, frames int
+	ring              int
+	cpu               int
+	generic, zc       bool
+	noWakeup          bool
+	txBudget          int
+	srcMAC, dstMAC    net.HardwareAddr
+	srcIP, dstIP      netip.Addr
+	srcPort, dstPort  int
+}
+
+var o options
+
+// stop is set by SIGINT/SIGTERM.
+var stop atomic.Bool
+
+func die(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "xdpkitbench: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+type macFlag struct{ p *net.HardwareAddr }
+
+func (m macFlag) String() string {
+	if m.p == nil || *m.p == nil {
+		return ""
+	}
+	return m.p.String()
+}
+
+func (m macFlag) Set(s string) error {
+	a, err := net.ParseMAC(s)
+	if err != nil || len(a) != 6 {
+		return fmt.Errorf("want a MAC address, got %q", s)
+	}
+	*m.p = a
+	return nil
+}
+
+type ipFlag struct{ p *netip.Addr }
+
+func (f ipFlag) String() string {
+	if f.p == nil {
+		return ""
+	}
+	return f.p.String()
+}
+
+func (f ipFlag) Set(s string) error {
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is4() {
+		return fmt.Errorf("want an IPv4 address, got %q", s)
+	}
+	*f.p = a
+	return nil
+}
+
+func parseArgs(args []string) {
+	fs := flag.NewFlagSet("xdpkitbench", flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	str := func(p *string, short, long, def, usage string) {
+		if short != "" {
+			fs.StringVar(p, short, def, usage)
+		}
+		fs.StringVar(p, long, def, usage)
+	}
+	num := func(p *int, short, long string, def int, usage string) {
+		if short != "" {
+			fs.IntVar(p, short, def, usage)
+		}
+		fs.IntVar(p, long, def, usage)
+	}
+	boolean := func(p *bool, short, long, usage string) {
+		if short != "" {
+			fs.BoolVar(p, short, false, usage)
+		}
+		fs.BoolVar(p, long, false, usage)
+	}
+	str(&o.mode, "m", "mode", "txonly", "txonly | gen | rxdrop | fwd")
+	str(&o.ifname, "i", "iface", "", "interface (fwd: the receiving one)")
+	str(&o.outIfname, "o", "out-iface", "", "fwd: the transmitting interface")
+	num(&o.queue, "q", "queue", 0, "queue of -i")
+	num(&o.outQueue, "", "out-queue", 0, "fwd: queue of -o")
+	num(&o.size, "s", "size", 64, "txonly: frame bytes incl. Ethernet header")
+	num(&o.batch, "b", "batch", 64, "descriptors per ring operation")
+	num(&o.duration, "d", "duration", 5, "seconds to run, 1..3600")
+	var count string
+	str(&count, "n", "count", "0", "stop after N frames (0: no limit)")
+	num(&o.frameSize, "f", "frame-size", 4096, "UMEM chunk size, 2048 or 4096")
+	num(&o.frames, "F", "frames", 4096, "UMEM frames")
+	num(&o.ring, "r", "ring", 2048, "size of every ring, a power of two")
+	num(&o.cpu, "c", "cpu", -1, "pin to CPU N")
+	boolean(&o.generic, "S", "skb-mode", "attach XDP in generic (skb) mode, not native")
+	boolean(&o.zc, "z", "zero-copy", "bind with XDP_ZEROCOPY instead of XDP_COPY")
+	boolean(&o.noWakeup, "", "no-wakeup", "bind without XDP_USE_NEED_WAKEUP")
+	num(&o.txBudget, "", "tx-budget", 0, "set XDP_MAX_TX_SKB_BUDGET (Linux 6.15)")
+	fs.Var(macFlag{&o.srcMAC}, "src-mac", "txonly: source MAC (the interface's)")
+	fs.Var(macFlag{&o.dstMAC}, "dst-mac", "txonly, fwd: destination MAC (required)")
+	o.srcIP = netip.MustParseAddr("198.18.0.1")
+	o.dstIP = netip.MustParseAddr("198.18.0.2")
+	fs.Var(ipFlag{&o.srcIP}, "src-ip", "txonly: source IPv4")
+	fs.Var(ipFlag{&o.dstIP}, "dst-ip", "txonly: destination IPv4")
+	num(&o.srcPort, "", "src-port", 12345, "txonly: UDP source port")
+	num(&o.dstPort, "", "dst-port", 9, "txonly: UDP destination port")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		os.Exit(1)
+	}
+	if fs.NArg() > 0 {
+		die("unexpected argument %q (see -h)", fs.Arg(0))
+	}
+	var err error
+	if o.count, err = strconv.ParseUint(count, 10, 63); err != nil {
+		die("-n: %v", err)
+	}
+	switch {
+	case o.mode == "gen":
+		o.mode = "txonly"
+	case o.mode != "txonly" && o.mode != "rxdrop" && o.mode != "fwd":
+		die("-m: unknown mode %q (txonly, gen, rxdrop, fwd)", o.mode)
+	}
+	switch {
+	case o.ifname == "":
+		die("-i IF is required (see -h)")
+	case o.mode == "fwd" && o.outIfname == "":
+		die("fwd needs -o IF")
+	case (o.mode == "txonly" || o.mode == "fwd") && o.dstMAC == nil:
+		die("%s needs --dst-mac", o.mode)
+	case o.size < minFrame || o.size > o.frameSize:
+		die("-s %d: want %d..%d", o.size, minFrame, o.frameSize)
+	case o.frameSize != 2048 && o.frameSize != 4096:
+		die("-f %d: want 2048 or 4096", o.frameSize)
+	case o.ring < 64 || o.ring&(o.ring-1) != 0:
+		die("-r %d: want a power of two, at least 64", o.ring)
+	case o.batch < 1 || o.batch > o.ring:
+		die("-b %d: want 1..%d (not larger than the rings)", o.batch, o.ring)
+	case o.duration < 1 || o.duration > maxSeconds:
+		die("-d %d: want 1..%d", o.duration, maxSeconds)
+	case o.frames < 64:
+		die("-F %d: want at least 64", o.frames)
+	}
+}
+
+// pin binds every thread of the process to cpu (threads created later
+// inherit it) and runs the Go scheduler on one P.
+func pin(cpu int) {
+	var set unix.CPUSet
+	set.Set(cpu)
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		die("pin: %v", err)
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
+			die("pin to CPU %d: %v", cpu, err)
+		}
+	}
+	runtime.GOMAXPROCS(1)
+}
+
+func socketConfig(noRX, noTX bool) *xsk.Config {
+	c := &xsk.Config{
+		RXSize: uint32(o.ring), TXSize: uint32(o.ring), FillSize: uint32(o.ring), CompletionSize: uint32(o.ring),
+		NoRX: noRX, NoTX: noTX, Mode: xsk.ModeCopy, NoNeedWakeup: o.noWakeup, MaxTXBudget: uint32(o.txBudget),
+	}
+	if o.zc {
+		c.Mode = xsk.ModeZeroCopy
+	}
+	return c
+}
+
+func newUMEM() *umem.UMEM {
+	u, err := umem.New(&umem.Config{FrameSize: uint32(o.frameSize), FrameCount: uint32(o.frames)})
+	if err != nil {
+		die("UMEM: %v", err)
+	}
+	return u
+}
+
+func attach(s *xsk.Socket) *xsk.Program {
+	mode := xsk.AttachNative
+	if o.generic {
+		mode = xsk.AttachGeneric
+	}
+	p, err := xsk.AttachProgram(s.Ifname(), &xsk.ProgramConfig{Mode: mode})
+	if err != nil {
+		die("attach XDP to %s: %v", s.Ifname(), err)
+	}
+	if err := p.Register(s); err != nil {
+		p.Close()
+		die("register socket: %v", err)
+	}
+	return p
+}
+
+func macOf(ifname string) net.HardwareAddr {
+	ifi, err := net.InterfaceByName(ifname)
+	if err != nil {
+		die("%s: %v", ifname, err)
+	}
+	return ifi.HardwareAddr
+}
+
+func ready() {
+	out := ""
+	if o.outIfname != "" && o.mode == "fwd" {
+		out = " -> " + o.outIfname
+	}
+	fmt.Fprintf(os.Stderr, "xdpkitbench: ready: %s on %s%s\n", o.mode, o.ifname, out)
+}
+
+// allocSample reads the process's cumulative heap allocation count
+// without stopping the world or allocating.
+var allocSample = []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
+
+func mallocs() uint64 {
+	metrics.Read(allocSample)
+	if allocSample[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return allocSample[0].Value.Uint64()
+}
+
+func mpps(frames uint64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(frames) / d.Seconds() / 1e6
+}
+
+func main() {
+	parseArgs(os.Args[1:])
+	if o.cpu >= 0 {
+		pin(o.cpu)
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		stop.Store(true)
+	}()
+	switch o.mode {
+	case "txonly":
+		runTX()
+	case "rxdrop":
+		runRX(false)
+	case "fwd":
+		runRX(true)
+	}
+}
+
+// buildPacket writes an Ethernet + IPv4 + UDP frame of o.size bytes with
+// valid checksums into p (the packet xdpbench sends).
+func buildPacket(p []byte, src net.HardwareAddr) {
+	ip, udp := p[ethLen:], p[ethLen+ipLen:]
+	ulen := o.size - ethLen - ipLen
+	copy(p, o.dstMAC)
+	copy(p[6:], src)
+	binary.BigEndian.PutUint16(p[12:], 0x0800)
+	clear(ip[:ipLen])
+	ip[0] = 0x45
+	binary.BigEndian.PutUint16(ip[2:], uint16(o.size-ethLen))
+	binary.BigEndian.PutUint16(ip[6:], 0x4000)
+	ip[8], ip[9] = 64, 17
+	s4, d4 := o.srcIP.As4(), o.dstIP.As4()
+	copy(ip[12:], s4[:])
+	copy(ip[16:], d4[:])
+	binary.BigEndian.PutUint16(ip[10:], csum.IPv4Header(ip[:ipLen]))
+	binary.BigEndian.PutUint16(udp, uint16(o.srcPort))
+	binary.BigEndian.PutUint16(udp[2:], uint16(o.dstPort))
+	binary.BigEndian.PutUint16(udp[4:], uint16(ulen))
+	binary.BigEndian.PutUint16(udp[6:], 0)
+	for i := udpLen; i < ulen; i++ {
+		udp[i] = byte(i)
+	}
+	s := csum.PseudoHeaderIPv4(s4, d4, csum.ProtoUDP, uint16(ulen))
+	binary.BigEndian.PutUint16(udp[6:], csum.FinishUDP(csum.Sum(udp[:ulen], s)))
+}
+
+func runTX() {
+	src := o.srcMAC
+	if src == nil {
+		src = macOf(o.ifname)
+	}
+	u := newUMEM()
+	for i := 0; i < o.frames; i++ {
+		buildPacket(u.Frame(uint64(i*o.frameSize)), src)
+	}
+	sock, err := xsk.New(o.ifname, o.queue, u, socketConfig(true, false))
+	if err != nil {
+		die("socket on %s queue %d: %v", o.ifname, o.queue, err)
+	}
+	s, err := txpath.New(sock, &txpath.Config{Policy: txpath.Plain, BatchSize: o.batch, Device: &txpath.Device{}})
+	if err != nil {
+		die("sender: %v", err)
+	}
+	ready()
+
+	time.Sleep(time.Microsecond) // the goroutine's sleep timer is allocated on first use
+	m0 := mallocs()
+	start := time.Now()
+	deadline := start.Add(time.Duration(o.duration) * time.Second)
+	var submitted uint64
+	idle := 0
+	for !stop.Load() && time.Now().Before(deadline) {
+		if o.count > 0 && s.Stats().Completed >= o.count {
+			break
+		}
+		sent := 0
+		for i := 0; i < o.batch; i++ {
+			if o.count > 0 && submitted >= o.count {
+				break
+			}
+			f, err := s.Next()
+			if err != nil {
+				if !errors.Is(err, txpath.ErrNoFrames) && !errors.Is(err, txpath.ErrRingFull) {
+					die("next: %v", err)
+				}
+				break
+			}
+			// The frame holds the packet already (written before the run).
+			if err := s.Commit(f, o.size, txpath.Options{}); err != nil {
+				die("commit: %v", err)
+			}
+			submitted++
+			sent++
+		}
+		if sent < o.batch {
+			// A partial batch: submit it, kick, reap.
+			if err := s.Flush(); err != nil {
+				die("flush: %v", err)
+			}
+		}
+		if sent == 0 {
+			if idle++; idle > idleSpins {
+				time.Sleep(20 * time.Microsecond)
+			}
+		} else {
+			idle = 0
+		}
+	}
+	// Let the last frames complete (bounded).
+	dl := time.Now().Add(drainTime)
+	for s.InFlight() > 0 && time.Now().Before(dl) {
+		if err := s.Flush(); err != nil {
+			die("flush: %v", err)
+		}
+	}
+	end := time.Now()
+	allocs := mallocs() - m0
+	st := s.Stats()
+	xs, err := sock.Stats()
+	if err != nil {
+		die("stats: %v", err)
+	}
+	d := end.Sub(start)
+	r := mpps(st.Completed, d)
+	fmt.Printf(`{"mode":"txonly","impl":"xdpkit","frames":%d,"seconds":%.6f,"mpps":%.4f,"gbps":%.4f,`+
+		`"iface":%q,"queue":%d,"size":%d,"batch":%d,"ring":%d,"frame_size":%d,"submitted":%d,`+
+		`"kicks":%d,"kicks_again":%d,"tx_budget":%d,"tx_invalid_descs":%d,"tx_ring_empty_descs":%d,"mallocs":%d}`+"\n",
+		st.Completed, d.Seconds(), r, r*float64(o.size)*8/1e3, o.ifname, o.queue, o.size, o.batch, o.ring,
+		o.frameSize, submitted, st.Kicks, st.KicksAgain, o.txBudget, xs.TXInvalidDescs, xs.TXRingEmptyDescs, allocs)
+	if err := s.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "xdpkitbench: sender close: %v\n", err)
+	}
+	if err := sock.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "xdpkitbench: socket close: %v\n", err)
+	}
+}
+
+// receiver is the rxdrop and fwd handler.
+type receiver struct {
+	frames      uint64
+	seen        uint64 // frames at the end of the last round
+	first, last int64  // ns since start of the first packet and of the end of the last round with packets
+	start       time.Time
+	cancel      context.CancelFunc
+	m0, m1      uint64 // mallocs at the first packet and at the last multiple of allocEvery
+
+	// fwd
+	out       *xsk.Socket
+	u         *umem.UMEM
+	hdr       [12]byte // destination and source MAC of forwarded frames
+	pend      []xsk.Desc
+	comp      []uint64
+	inflight  int
+	completed uint64
+	txFull    uint64
+	batch     int
+	kicks     uint64
+}
+
+func (r *receiver) Receive(p *rxpath.Packet) {
+	r.frames++
+	switch {
+	case r.frames == 1:
+		r.first = int64(time.Since(r.start))
+		// Count allocations from the first packet to the last multiple
+		// of allocEvery: Run's set-up and shutdown are not the loop.
+		r.m0 = mallocs()
+	case r.frames%allocEvery == 0:
+		r.m1 = mallocs()
+	}
+	if r.out != nil {
+		if len(p.Data) >= ethLen && len(p.Segments) == 1 {
+			copy(p.Data[:12], r.hdr[:])
+			r.pend = p.Keep(r.pend)
+		}
+		if len(r.pend) >= r.batch {
+			r.flush()
+		}
+	}
+	if o.count > 0 && r.frames >= o.count {
+		r.cancel()
+	}
+}
+
+// EndRound runs at the end of every poll round (rxpath.RoundEnder): the
+// forwarder puts what it kept on the TX ring, and the time of the last
+// packet is taken (once per round, as xdpbench takes it once per batch).
+func (r *receiver) EndRound() {
+	if r.out != nil && len(r.pend) > 0 {
+		r.flush()
+	}
+	if r.frames != r.seen {
+		r.seen = r.frames
+		r.last = int64(time.Since(r.start))
+	}
+}
+
+var _ rxpath.RoundEnder = (*receiver)(nil)
+
+// reap gives completed frames back to the UMEM allocator, from which the
+// poller refills the Fill ring.
+func (r *receiver) reap() {
+	for {
+		n := r.out.Completion().Consume(r.comp)
+		if n == 0 {
+			return
+		}
+		r.inflight -= n
+		r.completed += uint64(n)
+		if err := r.u.PutBatch(r.comp[:n]); err != nil {
+			die("completion: %v", err)
+		}
+		if n < len(r.comp) {
+			return
+		}
+	}
+}
+
+// flush puts the kept frames on the out socket's TX ring and kicks it.
+func (r *receiver) flush() {
+	r.reap()
+	for tries := 0; len(r.pend) > 0; tries++ {
+		n := r.out.TX().Produce(r.pend)
+		r.inflight += n
+		r.pend = r.pend[:copy(r.pend, r.pend[n:])]
+		r.kick()
+		if len(r.pend) == 0 {
+			break
+		}
+		r.reap()
+		if tries == 64 {
+			// The TX ring stays full: drop the rest, as a NIC would.
+			r.txFull += uint64(len(r.pend))
+			for _, d := range r.pend {
+				if err := r.u.Put(d.Addr); err != nil {
+					die("drop: %v", err)
+				}
+			}
+			r.pend = r.pend[:0]
+		}
+	}
+}
+
+// kick wakes the kernel while the TX ring holds descriptors it has not
+// taken: copy mode sends at most 32 frames per sendto, so one kick per
+// batch of 64 would leave frames on the ring, and their frames out of the
+// Fill ring. Bounded, with completions reaped in between.
+func (r *receiver) kick() {
+	tx := r.out.TX()
+	for i, limit := 0, tx.Pending()/16+2; i < limit && tx.Pending() > 0; i++ {
+		r.kicks++
+		if err := r.out.KickTX(); err != nil {
+			die("kick: %v", err)
+		}
+		r.reap()
+	}
+}
+
+func runRX(fwd bool) {
+	u := newUMEM()
+	in, err := xsk.New(o.ifname, o.queue, u, socketConfig(false, true))
+	if err != nil {
+		die("socket on %s queue %d: %v", o.ifname, o.queue, err)
+	}
+	r := &receiver{batch: o.batch}
+	if fwd {
+		r.out, err = xsk.New(o.outIfname, o.outQueue, u, socketConfig(true, false))
+		if err != nil {
+			die("socket on %s queue %d (shared UMEM): %v", o.outIfname, o.outQueue, err)
+		}
+		r.u = u
+		copy(r.hdr[:6], o.dstMAC)
+		copy(r.hdr[6:], macOf(o.outIfname))
+		r.pend = make([]xsk.Desc, 0, 2*o.batch)
+		r.comp = make([]uint64, o.ring)
+	}
+	p, err := rxpath.New(&rxpath.Config{Weight: o.batch, CopyThreshold: -1, FillBatch: o.batch}, in)
+	if err != nil {
+		die("poller: %v", err)
+	}
+	prog := attach(in)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(o.duration)*time.Second)
+	defer cancel()
+	r.cancel = cancel
+	go func() {
+		for !stop.Load() && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+	}()
+	ready()
+	r.start = time.Now()
+	err = p.Run(ctx, r)
+	if fwd {
+		r.flush()
+		dl := time.Now().Add(drainTime)
+		for r.inflight > 0 && time.Now().Before(dl) {
+			r.kick()
+			r.reap()
+		}
+	}
+	wall := time.Since(r.start)
+	var allocs uint64
+	if r.m1 > 0 {
+		allocs = r.m1 - r.m0
+	}
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		die("poller: %v", err)
+	}
+	st, err := in.Stats()
+	if err != nil {
+		die("stats: %v", err)
+	}
+	kicks := in.Counters().KicksRX + in.Counters().KicksTX
+	if fwd {
+		kicks += r.out.Counters().KicksTX
+	}
+	seconds := time.Duration(r.last - r.first)
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"mode":%q,"impl":"xdpkit","frames":%d,"seconds":%.6f,"mpps":%.4f,"rx_dropped":%d,"rx_ring_full":%d,`+
+		`"fill_empty":%d,"rx_invalid_descs":%d,"wall_seconds":%.6f,"iface":%q,"queue":%d,"batch":%d,"ring":%d,`+
+		`"frame_size":%d,"kicks":%d,"mallocs":%d`,
+		o.mode, r.frames, seconds.Seconds(), mpps(r.frames, seconds), st.RXDropped, st.RXRingFull,
+		st.RXFillRingEmptyDesc, st.RXInvalidDescs, wall.Seconds(), o.ifname, o.queue, o.batch, o.ring,
+		o.frameSize, kicks, allocs)
+	if fwd {
+		fmt.Fprintf(&b, `,"out_iface":%q,"tx_completed":%d,"tx_full":%d`, o.outIfname, r.completed, r.txFull)
+	}
+	b.WriteString("}\n")
+	os.Stdout.WriteString(b.String())
+
+	if err := prog.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "xdpkitbench: detach: %v\n", err)
+	}
+	if fwd {
+		if err := r.out.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "xdpkitbench: close: %v\n", err)
+		}
+	}
+	if err := in.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "xdpkitbench: close: %v\n", err)
+	}
+	if err := p.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "xdpkitbench: close: %v\n", err)
+	}
+}
