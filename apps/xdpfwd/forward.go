@@ -433,26 +433,9 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 
 	start := time.Now()
 	cpu0 := cli.CPUTime()
-	done := make(chan error, 1)
-	go func() { done <- poller.Run(ctx, f) }()
-	m := cli.NewMeter()
-	tick := time.NewTicker(time.Second)
-	var runErr error
-loop:
-	for {
-		select {
-		case runErr = <-done:
-			break loop
-		case <-tick.C:
-			if !c.quiet {
-				fmt.Println("xdpfwd:", m.Line(cli.Sample{Packets: f.c.forwarded.Load(), Bytes: f.c.bytes.Load(), Drops: f.c.drops() + kernelDrops(f.ports)}))
-			}
-		}
-	}
-	tick.Stop()
-	if errors.Is(runErr, context.Canceled) || errors.Is(runErr, context.DeadlineExceeded) {
-		runErr = nil
-	}
+	runErr := cli.Run("xdpfwd", c.quiet, func() error { return poller.Run(ctx, f) }, func() cli.Sample {
+		return cli.Sample{Packets: f.c.forwarded.Load(), Bytes: f.c.bytes.Load(), Drops: f.c.drops() + kernelDrops(f.ports)}
+	})
 	// Send what is pending, and wait (at most a second) for the kernel
 	// to complete every frame.
 	f.flush()

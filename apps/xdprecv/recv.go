@@ -222,31 +222,14 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 
 	start := time.Now()
 	cpu0 := cli.CPUTime()
-	done := make(chan error, 1)
-	go func() { done <- poller.Run(ctx, r) }()
-	m := cli.NewMeter()
-	tick := time.NewTicker(time.Second)
-	var runErr error
-loop:
-	for {
-		select {
-		case runErr = <-done:
-			break loop
-		case <-tick.C:
-			if !c.quiet {
-				var drops uint64
-				if x, err := sock.Stats(); err == nil {
-					drops = x.RXDropped + x.RXRingFull
-				}
-				drops += r.gaps.Load() + r.badIP.Load() + r.badUDP.Load() + r.badData.Load()
-				fmt.Println("xdprecv:", m.Line(cli.Sample{Packets: r.packets.Load(), Bytes: r.bytes.Load(), Drops: drops}))
-			}
+	runErr := cli.Run("xdprecv", c.quiet, func() error { return poller.Run(ctx, r) }, func() cli.Sample {
+		var drops uint64
+		if x, err := sock.Stats(); err == nil {
+			drops = x.RXDropped + x.RXRingFull
 		}
-	}
-	tick.Stop()
-	if errors.Is(runErr, context.Canceled) || errors.Is(runErr, context.DeadlineExceeded) {
-		runErr = nil
-	}
+		drops += r.gaps.Load() + r.badIP.Load() + r.badUDP.Load() + r.badData.Load()
+		return cli.Sample{Packets: r.packets.Load(), Bytes: r.bytes.Load(), Drops: drops}
+	})
 	el := time.Since(start)
 	st, _ := poller.Stats()
 	x := st.Sockets[0].XDP

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -54,3 +56,28 @@ func (m *Meter) Line(s Sample) string {
 
 // Elapsed is the time since NewMeter.
 func (m *Meter) Elapsed() time.Duration { return time.Since(m.start) }
+
+// Run calls run on a goroutine of its own and, unless quiet, prints
+// "name: " and a status line from sample every second until run returns.
+// A context error from run is how a program is stopped, not a failure:
+// Run returns nil for it.
+func Run(name string, quiet bool, run func() error, sample func() Sample) error {
+	done := make(chan error, 1)
+	go func() { done <- run() }()
+	m := NewMeter()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return nil
+			}
+			return err
+		case <-tick.C:
+			if !quiet {
+				fmt.Println(name+":", m.Line(sample()))
+			}
+		}
+	}
+}
