@@ -22,7 +22,7 @@ build:
 ## the purego build, the race detector, arm64 vet, a short run of every
 ## fuzz target, and every benchmark once so none rots (make bench-quick
 ## included).
-test: build
+test: build lint
 	$(GO) test -count=1 -p 1 $(TESTFLAGS) ./...
 	$(GO) test -count=1 -tags purego $(TESTFLAGS) ./csum/... ./nt/...
 	$(GO) test -count=1 -p 1 -race -short $(RACEPKGS)
