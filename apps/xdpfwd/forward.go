@@ -256,10 +256,15 @@ func (f *forwarder) flush() {
 		}
 		q.inflight += n
 		if rest := q.pend[n:]; len(rest) > 0 {
+			// Counted as forwarded when handled; they are dropped instead.
 			f.c.txFull.Add(uint64(len(rest)))
+			f.c.forwarded.Add(^uint64(len(rest) - 1))
+			var bytes uint64
 			for _, d := range rest {
+				bytes += uint64(d.Len)
 				_ = f.u.Put(d.Addr)
 			}
+			f.c.bytes.Add(^(bytes - 1))
 		}
 		q.pend = q.pend[:0]
 		f.kick(q)
