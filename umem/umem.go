@@ -73,6 +73,11 @@ type UMEM struct {
 	closed  bool
 	sockets int            // sockets attached
 	bound   map[int]uint16 // bound sockets' fds and their bind flags
+	// pending is the fd of a first socket attached and not yet bound (or
+	// detached), -1 when there is none; AttachSocket waits on cond
+	// meanwhile, so that concurrent sockets share one registration.
+	pending int
+	cond    *sync.Cond
 
 	fill atomic.Int64
 	tx   atomic.Int64
@@ -107,6 +112,7 @@ func New(cfg *Config) (*UMEM, error) {
 	}
 	u := &UMEM{
 		fd:        -1,
+		pending:   -1,
 		frameSize: c.FrameSize,
 		count:     c.FrameCount,
 		headroom:  c.Headroom,
@@ -158,6 +164,7 @@ func New(cfg *Config) (*UMEM, error) {
 	for i := range u.isFree {
 		u.isFree[i] = true
 	}
+	u.cond = sync.NewCond(&u.mu)
 	live.Add(1)
 	return u, nil
 }
@@ -272,17 +279,27 @@ func (u *UMEM) Data(addr uint64, n uint32) ([]byte, bool) {
 // gets the descriptor the UMEM is registered on (registering it again on a
 // fresh socket if an earlier first socket took and closed it), owns it
 // and closes it on its own Close. Otherwise it gets fd -1 and must create
-// its own socket and bind with XDP_SHARED_UMEM to shared, a bound
-// socket of the UMEM, inheriting that socket's bind flags (flags).
+// its own socket and bind with XDP_SHARED_UMEM to shared, a duplicate of
+// a bound socket's descriptor that it closes after the bind (so that the
+// socket cannot go away, and its number be reused, in between), inheriting
+// that socket's bind flags (flags). While a first socket is attached and
+// not yet bound, AttachSocket waits for it.
 func (u *UMEM) AttachSocket() (fd int, shared int, flags uint16, err error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	for u.pending >= 0 && !u.closed {
+		u.cond.Wait()
+	}
 	if u.closed {
 		return -1, -1, 0, os.ErrClosed
 	}
 	if sfd := u.sharedFD(); sfd >= 0 {
+		dup, err := unix.FcntlInt(uintptr(sfd), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return -1, -1, 0, fmt.Errorf("umem: %w", os.NewSyscallError("fcntl(F_DUPFD_CLOEXEC)", err))
+		}
 		u.sockets++
-		return -1, sfd, u.bound[sfd], nil
+		return -1, dup, u.bound[sfd], nil
 	}
 	if u.fd < 0 {
 		if err := u.renew(); err != nil {
@@ -290,6 +307,7 @@ func (u *UMEM) AttachSocket() (fd int, shared int, flags uint16, err error) {
 		}
 	}
 	fd, u.fd = u.fd, -1
+	u.pending = fd
 	u.sockets++
 	return fd, -1, 0, nil
 }
@@ -303,6 +321,7 @@ func (u *UMEM) SocketBound(fd int, flags uint16) {
 		u.bound = make(map[int]uint16)
 	}
 	u.bound[fd] = flags
+	u.settle(fd)
 }
 
 // DetachSocket undoes AttachSocket before the socket on fd closes its
@@ -312,6 +331,15 @@ func (u *UMEM) DetachSocket(fd int) {
 	defer u.mu.Unlock()
 	delete(u.bound, fd)
 	u.sockets--
+	u.settle(fd)
+}
+
+// settle ends the wait for a pending first socket on fd.
+func (u *UMEM) settle(fd int) {
+	if fd >= 0 && fd == u.pending {
+		u.pending = -1
+		u.cond.Broadcast()
+	}
 }
 
 // renew registers the UMEM on a fresh AF_XDP socket, u.fd. The pages

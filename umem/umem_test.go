@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func needRoot(t *testing.T) {
@@ -166,9 +167,13 @@ func TestCloseBusyAndIdempotent(t *testing.T) {
 	}
 	u.SocketBound(fd, 8)
 	fd2, shared, flags, err := u.AttachSocket()
-	if err != nil || fd2 != -1 || shared != fd || flags != 8 {
-		t.Fatalf("second AttachSocket = %d, %d, %d, %v; want to share %d", fd2, shared, flags, err, fd)
+	if err != nil || fd2 != -1 || shared < 0 || shared == fd || flags != 8 {
+		t.Fatalf("second AttachSocket = %d, %d, %d, %v; want a duplicate of %d", fd2, shared, flags, err, fd)
 	}
+	if same, err := sameFile(shared, fd); err != nil || !same {
+		t.Fatalf("shared fd %d is not a duplicate of %d (%v)", shared, fd, err)
+	}
+	unix.Close(shared)
 	u.DetachSocket(-1)
 	u.DetachSocket(fd)
 	unix.Close(fd) // as the socket would
@@ -244,4 +249,54 @@ func BenchmarkGetPut(b *testing.B) {
 		_ = u.PutBatch(addrs[:n])
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*64), "ns/frame")
+}
+
+// sameFile reports whether two descriptors name the same open file.
+func sameFile(a, b int) (bool, error) {
+	var sa, sb unix.Stat_t
+	if err := unix.Fstat(a, &sa); err != nil {
+		return false, err
+	}
+	if err := unix.Fstat(b, &sb); err != nil {
+		return false, err
+	}
+	return sa.Ino == sb.Ino && sa.Dev == sb.Dev, nil
+}
+
+// TestConcurrentFirstSockets: sockets attached while the first is not yet
+// bound wait for it, then share its registration instead of making one
+// of their own.
+func TestConcurrentFirstSockets(t *testing.T) {
+	needRoot(t)
+	u, err := New(&Config{FrameCount: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	fd, _, _, err := u.AttachSocket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan int, 1)
+	go func() {
+		_, shared, _, err := u.AttachSocket()
+		if err != nil {
+			shared = -2
+		}
+		got <- shared
+	}()
+	select {
+	case s := <-got:
+		t.Fatalf("second AttachSocket returned (%d) before the first socket bound", s)
+	case <-time.After(50 * time.Millisecond):
+	}
+	u.SocketBound(fd, 0)
+	shared := <-got
+	if same, err := sameFile(shared, fd); err != nil || !same {
+		t.Fatalf("second socket got %d, not a duplicate of the first's %d (%v)", shared, fd, err)
+	}
+	unix.Close(shared)
+	u.DetachSocket(-1)
+	u.DetachSocket(fd)
+	unix.Close(fd)
 }

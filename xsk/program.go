@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 
 	"github.com/xdpkit/xdpkit/internal/xdpprog"
 )
@@ -77,6 +78,10 @@ func (p *Program) Register(s *Socket) error {
 	if s.ifindex != p.ifindex {
 		return fmt.Errorf("xsk: socket on %s registered with the program of %s", s.ifname, p.ifname)
 	}
+	if !s.g.enter() { // the fd stays open while we hold the guard
+		return os.ErrClosed
+	}
+	defer s.g.exit()
 	return p.p.Register(s.queue, s.fd)
 }
 

@@ -101,7 +101,7 @@ type Socket struct {
 	rc        syscall.RawConn
 	umem      *umem.UMEM
 	first     bool   // fd is the UMEM's registration
-	shared    int    // otherwise: a bound socket of the UMEM to share it with
+	shared    int    // otherwise: a duplicate of a bound socket's fd, until bind
 	inherited uint16 // and that socket's bind flags
 	ifindex   int
 	ifname    string
@@ -303,6 +303,9 @@ func (s *Socket) bind(c *Config) error {
 	}
 	deadline := time.Now().Add(timeout)
 	delay := time.Millisecond
+	if !s.first {
+		defer s.closeShared() // the bind holds the UMEM from now on
+	}
 	for {
 		err := unix.Bind(s.fd, sa)
 		if err == nil {
@@ -377,13 +380,15 @@ func (s *Socket) Close() error {
 		if s.tx != nil {
 			errs = append(errs, s.tx.unmap())
 		}
+		s.closeShared()
 		s.umem.DetachSocket(s.fd)
+		// s.fd keeps its (now stale) number: other goroutines may read it
+		// unsynchronised; FD and every use check closed or the guard.
 		if s.fd >= 0 {
 			if err := unix.Close(s.fd); err != nil {
 				errs = append(errs, os.NewSyscallError("close", err))
 			}
 		}
-		s.fd = -1
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
@@ -410,8 +415,23 @@ func (s *Socket) Err() error {
 // Closed reports whether Close was called.
 func (s *Socket) Closed() bool { return s.closed.Load() }
 
-// FD is the socket's file descriptor, to register in an XSKMAP.
-func (s *Socket) FD() int { return s.fd }
+// closeShared closes the duplicate descriptor AttachSocket gave for
+// sharing the UMEM.
+func (s *Socket) closeShared() {
+	if s.shared >= 0 {
+		unix.Close(s.shared)
+		s.shared = -1
+	}
+}
+
+// FD is the socket's file descriptor, to register in an XSKMAP; -1
+// after Close.
+func (s *Socket) FD() int {
+	if s.closed.Load() {
+		return -1
+	}
+	return s.fd
+}
 
 // Queue is the queue the socket is bound to.
 func (s *Socket) Queue() int { return s.queue }
@@ -579,7 +599,19 @@ func (s *Socket) WaitTX(ctx context.Context) error {
 // (EPOLLIN: RX descriptors) or, with write, writability (EPOLLOUT: room
 // on the TX ring).
 func (s *Socket) wait(ctx context.Context, write bool, ready func() bool) error {
-	if ready() {
+	// ready reads ring memory: only inside the guard, and a closed
+	// socket is "ready" so that the wait ends with os.ErrClosed.
+	check := func() bool {
+		if !s.g.enter() {
+			return true
+		}
+		defer s.g.exit()
+		return ready()
+	}
+	if check() {
+		if s.closed.Load() {
+			return os.ErrClosed
+		}
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
@@ -594,14 +626,25 @@ func (s *Socket) wait(ctx context.Context, write bool, ready func() bool) error 
 		setDeadline, poll = s.file.SetWriteDeadline, s.rc.Write
 	}
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { _ = setDeadline(aLongTimeAgo) })
+		// The callback may still be about to set its deadline when stop
+		// reports it started: wait for it before clearing the deadline,
+		// or a late one would fail every later wait at once.
+		fired := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			_ = setDeadline(aLongTimeAgo)
+			close(fired)
+		})
 		defer func() {
 			if !stop() {
+				<-fired
 				_ = setDeadline(time.Time{})
 			}
 		}()
 	}
-	err := poll(func(uintptr) bool { return ready() })
+	err := poll(func(uintptr) bool { return check() })
+	if err == nil && s.closed.Load() {
+		return os.ErrClosed
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

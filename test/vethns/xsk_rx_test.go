@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -336,5 +337,60 @@ func TestXSKWait(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("WaitRX did not return after Close")
+	}
+	// After Close: an error, not a read of unmapped ring memory.
+	if err := sock.WaitRX(context.Background()); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("WaitRX on a closed socket = %v, want os.ErrClosed", err)
+	}
+}
+
+// TestXSKWaitDeadlineRace: a context that ends just as a packet arrives
+// must not leave an expired deadline behind for the next wait.
+func TestXSKWaitDeadlineRace(t *testing.T) {
+	vethns.Require(t)
+	a, b := vethns.NewNS(t), vethns.NewNS(t)
+	p := vethns.NewPair(t, a, b, nil)
+	rx := newRX(t, a, p.A.Name, 1, &xsk.Filter{IPv4UDP: true, DstPorts: []uint16{9000}})
+	sock := rx.socks[0]
+	conn, err := b.DialUDP(p.B.AddrPort4(5000), p.A.AddrPort4(9000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	descs := make([]xsk.Desc, 64)
+	addrs := make([]uint64, 64)
+	drain := func() {
+		for {
+			k := sock.RX().Consume(descs)
+			if k == 0 {
+				return
+			}
+			for i, d := range descs[:k] {
+				addrs[i] = rx.u.Base(d.Addr)
+			}
+			sock.Fill().Produce(addrs[:k])
+		}
+	}
+	for i := 0; i < 300; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			conn.Write([]byte("x"))
+			runtime.Gosched()
+			cancel()
+		}()
+		if err := sock.WaitRX(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("iteration %d: %v", i, err)
+		}
+		cancel()
+		time.Sleep(20 * time.Microsecond)
+		drain()
+		// A fresh context must wait its time, not fail at once.
+		ctx2, cancel2 := context.WithTimeout(context.Background(), 2*time.Millisecond)
+		err := sock.WaitRX(ctx2)
+		cancel2()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("iteration %d: a wait with a live context failed at once: %v", i, err)
+		}
+		drain()
 	}
 }
