@@ -25,7 +25,12 @@
 // and detects double frees. Package xsk reports ring crossings with
 // [UMEM.Moved], so [UMEM.Accounting] can show at any time where every frame
 // is, and a test can assert that none leaked: after a clean shutdown
-// Accounting().Free == Accounting().Total.
+// Accounting().Free == Accounting().Total. Frames the kernel never gives
+// back stay counted on their ring: TX descriptors it rejects (counted in
+// XDP_STATISTICS tx_invalid_descs: an address or length outside the UMEM,
+// OptContd without multi-buffer), and frames it still held when its
+// socket's interface went away; txpath.Sender.Reclaim and
+// rxpath.Poller.Reclaim return the latter once the socket is closed.
 //
 // # Lifetime
 //
