@@ -99,10 +99,11 @@ type Poller struct {
 	rc    syscall.RawConn
 	ready func(uintptr) bool
 
-	running atomic.Bool
-	stop    atomic.Bool
-	closed  atomic.Bool
-	next    int // socket that starts the next round
+	running  atomic.Bool
+	stop     atomic.Bool
+	closed   atomic.Bool
+	next     int    // socket that starts the next round
+	spinIdle uint64 // idle passes of a spinning poller
 
 	h       Handler
 	copier  Copier
@@ -266,7 +267,7 @@ func (p *Poller) loop() error {
 		if p.ender != nil {
 			p.ender.EndRound()
 		}
-		if full || p.cfg.Spin {
+		if full {
 			continue
 		}
 		// Busy-poll while traffic flows: a short round that took packets,
@@ -281,6 +282,17 @@ func (p *Poller) loop() error {
 			continue
 		}
 		idle = 0
+		if p.cfg.Spin {
+			// Never sleep, but do what a sleep would: notice a closed
+			// socket, refill the Fill rings from frames given back
+			// meanwhile (a round refills only sockets that took
+			// packets), wake the kernel where it asks and, now and then,
+			// look for an interface that went away.
+			if err := p.spinMaintain(); err != nil {
+				return err
+			}
+			continue
+		}
 		// The round came up short: give the kernel every frame, wake it
 		// where it asks, and sleep until a socket is readable. A socket
 		// closed under us (its rings then take nothing) ends the Run.
@@ -319,6 +331,31 @@ func (p *Poller) loop() error {
 	}
 	return nil
 }
+
+// spinMaintain is the idle pass of a spinning poller.
+func (p *Poller) spinMaintain() error {
+	for _, s := range p.socks {
+		if s.s.Closed() {
+			return fmt.Errorf("rxpath: socket %s queue %d: %w", s.s.Ifname(), s.s.Queue(), os.ErrClosed)
+		}
+		if err := p.refill(s, true); err != nil {
+			return err
+		}
+	}
+	if p.spinIdle++; p.spinIdle%spinErrCheck == 0 {
+		for _, s := range p.socks {
+			p.c.syscalls++
+			if err := s.s.Err(); err != nil {
+				return fmt.Errorf("rxpath: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// spinErrCheck: a spinning poller reads SO_ERROR once every this many idle
+// passes (each after IdleRounds empty rounds: some milliseconds apart).
+const spinErrCheck = 1024
 
 // round is one poll: see the package documentation. It reports whether
 // the round ended on its budget or time rather than coming up short.
@@ -447,10 +484,14 @@ func (p *Poller) drop(s *sock, chain []xsk.Desc) {
 // deliver hands one valid packet to the handler: copied or lent.
 func (p *Poller) deliver(s *sock, chain []xsk.Desc) {
 	pl := s.pool
-	for _, d := range chain {
-		if !pl.isLent(d.Addr) {
-			// A frame the kernel does not have from us: a forged or
-			// duplicated descriptor. Drop the packet, keep the frames.
+	for i, d := range chain {
+		if !pl.take(d.Addr) {
+			// A frame the kernel does not have from us, or one the chain
+			// names twice: a forged or duplicated descriptor. Drop the
+			// packet, keep the frames (each once).
+			for _, e := range chain[:i] {
+				pl.give(e.Addr)
+			}
 			p.drop(s, chain)
 			return
 		}
@@ -460,7 +501,6 @@ func (p *Poller) deliver(s *sock, chain []xsk.Desc) {
 	pk.copied, pk.kept = false, false
 	if len(chain) == 1 {
 		d := chain[0]
-		pl.take(d.Addr)
 		data := pl.mem[d.Addr : d.Addr+uint64(d.Len)]
 		if int(d.Len) <= p.copyMax {
 			buf := p.copyBuf
@@ -487,7 +527,6 @@ func (p *Poller) deliver(s *sock, chain []xsk.Desc) {
 		total := 0
 		segs := p.segs[:0]
 		for _, d := range chain {
-			pl.take(d.Addr)
 			seg := pl.mem[d.Addr : d.Addr+uint64(d.Len)]
 			segs = append(segs, seg)
 			total += len(seg)
@@ -562,10 +601,11 @@ func (p *Poller) refill(s *sock, force bool) error {
 		}
 	}
 	if len(s.stash) > 0 {
-		if err := s.pool.u.PutBatch(s.stash); err != nil {
+		err := s.pool.u.PutBatch(s.stash)
+		s.stash = s.stash[:0] // given back, or refused: never twice
+		if err != nil {
 			return fmt.Errorf("rxpath: %w", err)
 		}
-		s.stash = s.stash[:0]
 	}
 	if s.fill.NeedWakeup() {
 		p.c.syscalls++
@@ -579,8 +619,15 @@ func (p *Poller) refill(s *sock, force bool) error {
 // anyReady reports whether a socket has descriptors to handle.
 func (p *Poller) anyReady() bool {
 	for _, s := range p.socks {
-		if s.off < s.np || s.rx.Len() > 0 {
+		if s.rx.Len() > 0 {
 			return true
+		}
+		if s.off < s.np {
+			// Descriptors read and not handled: ready unless all that is
+			// left is the start of a chain whose end has not arrived.
+			if _, v := SplitPacket(s.descs[s.off:s.np], s.pool.size, s.pool.fsize); v != Partial {
+				return true
+			}
 		}
 	}
 	return false

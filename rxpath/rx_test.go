@@ -278,7 +278,15 @@ func TestMultiBuffer9000(t *testing.T) {
 // ring; the poller counts it, does not hang, and resumes once the frames
 // come back.
 func TestStarvation(t *testing.T) {
-	b := newBed(t, bedConfig{frames: 256, rx: rxpath.Config{FillFrames: 128, CopyThreshold: -1}})
+	// Spin never sleeps, so it must refill from frames given back in its
+	// idle passes, not only after rounds that took packets.
+	for _, spin := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sleep", true: "spin"}[spin], func(t *testing.T) { starvation(t, spin) })
+	}
+}
+
+func starvation(t *testing.T, spin bool) {
+	b := newBed(t, bedConfig{frames: 256, rx: rxpath.Config{FillFrames: 128, CopyThreshold: -1, Spin: spin}})
 	snd := newSender(t, b.b, b.pair.A.AddrPort4(port), 1)
 	var held atomic.Int64
 	keep := make(chan xsk.Desc, 4096)
