@@ -157,6 +157,12 @@ func (s *Sender) fillChecksums(addr uint64, segs [][]byte, n int, pol Policy, of
 	default:
 		return false, fmt.Errorf("%w: IP protocol %d", ErrBadPacket, proto)
 	}
+	// The device sums from csum_start to the end of the frame: bytes after
+	// the IP packet (Ethernet padding, a trailer) would enter the sum, so
+	// such a frame is summed here instead.
+	if l4+seglen != n {
+		offloadOK = false
+	}
 	if offloadOK && (pol == Offload || (pol == NT && s.meta && s.dec.CanOffload)) {
 		binary.BigEndian.PutUint16(h[l4+field:], csum.Fold(pseudo))
 		md := s.u.TxMetadataAt(addr)

@@ -171,7 +171,9 @@ func newSender(u *umem.UMEM, p port, zc, sg bool, c *Config, txSize, compSize in
 		return nil, fmt.Errorf("%w: max packet %d (one frame holds %d, multi-buffer %v)", ErrConfig, c.MaxPacket, chunkCap, sg)
 	}
 	maxChain := (c.MaxPacket + chunkCap - 1) / chunkCap
-	if maxChain > txSize || maxChain > int(u.FrameCount()) {
+	// Copy mode builds one skb of at most MAX_SKB_FRAGS+1 (18) buffers and
+	// drops longer chains as invalid descriptors.
+	if maxChain > maxCopyChain && !zc || maxChain > txSize || maxChain > int(u.FrameCount()) {
 		return nil, fmt.Errorf("%w: max packet %d needs %d frames", ErrConfig, c.MaxPacket, maxChain)
 	}
 	var dev Device
@@ -252,8 +254,9 @@ func (s *Sender) reap() error {
 		s.inflight -= n
 		s.stats.Completed += uint64(n)
 		for _, a := range s.reaped[:n] {
-			i := a >> s.shift
-			s.lent[i/64] &^= 1 << (i % 64)
+			if i := a >> s.shift; i/64 < uint64(len(s.lent)) {
+				s.lent[i/64] &^= 1 << (i % 64)
+			}
 		}
 		if err := s.u.PutBatch(s.reaped[:n]); err != nil {
 			return fmt.Errorf("txpath: completion: %w", err)
@@ -340,6 +343,9 @@ func (s *Sender) unhold(f Frame) bool {
 func (s *Sender) Release(f Frame) error {
 	if !s.unhold(f) {
 		return fmt.Errorf("%w: %#x not reserved", ErrBadFrame, f.addr)
+	}
+	if len(s.cache) == cap(s.cache) { // never grow the cache: no allocation
+		return s.u.Put(f.addr)
 	}
 	s.cache = append(s.cache, s.u.Base(f.addr))
 	return nil
@@ -601,3 +607,7 @@ func (s *Sender) Reclaim() (int, error) {
 	s.inflight = 0
 	return n, errors.Join(errs...)
 }
+
+// maxCopyChain is the longest multi-buffer chain copy mode accepts:
+// MAX_SKB_FRAGS (17 by default) plus the linear part.
+const maxCopyChain = 18

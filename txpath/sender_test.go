@@ -502,3 +502,97 @@ func TestNoAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestOffloadTrailer: a frame with bytes after its IP packet (Ethernet
+// padding) is checksummed in software, since the device would sum the
+// padding too; a frame without is offloaded.
+func TestOffloadTrailer(t *testing.T) {
+	s, p := newFake(t, fakeCfg{meta: true, cfg: Config{Policy: Offload}})
+	build := func(b []byte) int {
+		// 46 bytes: Ethernet, IPv4, UDP with 4 bytes of payload.
+		copy(b, []byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00})
+		ip := b[14:34]
+		copy(ip, []byte{0x45, 0, 0, 32, 0, 0, 0x40, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2})
+		copy(b[34:], []byte{0x9c, 0x40, 0x23, 0x28, 0, 12, 0, 0, 'a', 'b', 'c', 'd'})
+		return 46
+	}
+	var got []xsk.Desc
+	p.onPacket = func(d []xsk.Desc) { got = append(got, d...) }
+	for _, n := range []int{46, 60} {
+		f, err := s.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range f.Buf[:60] {
+			f.Buf[i] = 0xee // stale bytes, then the packet over them
+		}
+		build(f.Buf)
+		if err := s.Commit(f, n, Options{Checksum: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(got) != 2 {
+		t.Fatalf("%d packets sent, want 2", len(got))
+	}
+	if got[0].Options&xsk.OptTxMetadata == 0 {
+		t.Error("a 46-byte frame (no trailer) was not offloaded")
+	}
+	if got[1].Options&xsk.OptTxMetadata != 0 {
+		t.Error("a frame with 14 bytes of padding was offloaded: the device would sum the padding")
+	}
+	pkt := reassemble(t, s.u, got[1:2])
+	if c := csum.Finish(csum.Sum(pkt[34:46], csum.PseudoHeaderIPv4([4]byte(pkt[26:30]), [4]byte(pkt[30:34]), 17, 12))); c != 0 {
+		t.Errorf("software checksum of the padded frame does not verify (%#x)", c)
+	}
+}
+
+// TestReleaseNoGrow: frames released while the cache is full go back to
+// the allocator; the cache never grows (no allocation).
+func TestReleaseNoGrow(t *testing.T) {
+	s, _ := newFake(t, fakeCfg{})
+	c := cap(s.cache)
+	for i := 0; i < 64; i++ { // a whole batch, committed
+		f, err := s.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Commit(f, 60, Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var fs []Frame
+	for i := 0; i < 2; i++ { // reserved while the cache was refilled
+		f, err := s.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs = append(fs, f)
+	}
+	for _, f := range fs {
+		if err := s.Release(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cap(s.cache) != c {
+		t.Fatalf("cache grew from %d to %d", c, cap(s.cache))
+	}
+}
+
+// TestChainLimit: copy mode refuses a MaxPacket whose chain the kernel
+// would drop (more than 18 buffers); zero-copy leaves it to the driver.
+func TestChainLimit(t *testing.T) {
+	u := newUMEM(t, false, 256)
+	p := newFakePort(u, 128)
+	c := Config{MaxPacket: 60000, Device: &Device{}}
+	if _, err := newSender(u, p, false, true, &c, 128, 128); !errors.Is(err, ErrConfig) {
+		t.Fatalf("copy mode, 60000-byte packets: %v, want ErrConfig", err)
+	}
+	s, err := newSender(u, p, true, true, &c, 128, 128)
+	if err != nil {
+		t.Fatalf("zero-copy, 60000-byte packets: %v", err)
+	}
+	s.Close()
+}
