@@ -62,9 +62,7 @@ func (s *Sender) SendFrame(opts Options, parts ...[]byte) error {
 	}
 	s.queueChain(k, n, opt)
 	s.queued(k, n, opt != 0, mode == cpNT)
-	if len(s.descs) >= s.batch {
-		return s.flush()
-	}
+	s.autoFlush()
 	return nil
 }
 

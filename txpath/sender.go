@@ -120,6 +120,7 @@ type Sender struct {
 	shift    uint     // log2 of the frame size
 	ntDirty  bool
 	closed   bool
+	pending  error // a failed automatic flush, for the next send or Flush
 	stats    Stats
 }
 
@@ -273,6 +274,9 @@ func (s *Sender) room(k int) error {
 	if s.closed {
 		return os.ErrClosed
 	}
+	if err := s.takePending(); err != nil {
+		return err // before anything of this send is queued
+	}
 	if need := len(s.descs) + len(s.held) + k; s.ringRoom < need {
 		s.ringRoom = s.p.txFree()
 		if s.ringRoom < need && len(s.descs) > 0 {
@@ -387,9 +391,7 @@ func (s *Sender) Commit(f Frame, n int, opts Options) error {
 	s.unhold(f)
 	s.descs = append(s.descs, xsk.Desc{Addr: f.addr, Len: uint32(n), Options: opt})
 	s.queued(1, n, opt != 0, false)
-	if len(s.descs) >= s.batch {
-		return s.flush()
-	}
+	s.autoFlush()
 	return nil
 }
 
@@ -434,7 +436,30 @@ func (s *Sender) Flush() error {
 	if s.closed {
 		return os.ErrClosed
 	}
-	return s.flush()
+	err := s.flush()
+	if perr := s.takePending(); err == nil {
+		err = perr
+	}
+	return err
+}
+
+// autoFlush submits a full batch after a packet was queued. The packet
+// stays queued whatever happens, so a failure is not that send's to
+// return (a caller would send the packet twice): it is kept for the next
+// send or Flush to report.
+func (s *Sender) autoFlush() {
+	if len(s.descs) >= s.batch {
+		if err := s.flush(); err != nil && s.pending == nil {
+			s.pending = err
+		}
+	}
+}
+
+// takePending returns and clears the error autoFlush kept.
+func (s *Sender) takePending() error {
+	err := s.pending
+	s.pending = nil
+	return err
 }
 
 func (s *Sender) flush() error {
@@ -494,11 +519,14 @@ func (s *Sender) kick() error {
 // kicks the kernel and reaps completions while it waits; it sleeps between
 // polls (from 20 µs up to 1 ms) without holding an OS thread.
 func (s *Sender) Wait(ctx context.Context) error {
+	if err := s.takePending(); err != nil {
+		return err
+	}
 	var closed error
 	err := s.waitFor(ctx, func() bool {
 		err := s.room(1)
-		if errors.Is(err, os.ErrClosed) {
-			closed = err
+		if errors.Is(err, os.ErrClosed) || s.pending != nil {
+			closed = errors.Join(err, s.takePending())
 			return true
 		}
 		return err == nil

@@ -177,9 +177,7 @@ func (s *Sender) SendUDP(f *UDPFlow, opts Options, payload ...[]byte) error {
 	}
 	s.queueChain(k, plen, opt)
 	s.queued(k, plen, offload, mode == cpNT || mode == cpNTSum)
-	if len(s.descs) >= s.batch {
-		return s.flush()
-	}
+	s.autoFlush()
 	return nil
 }
 
