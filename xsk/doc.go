@@ -36,9 +36,24 @@
 //
 // # Waiting
 //
-// The socket's file descriptor is registered with the Go runtime's network
+// On its first wait the socket is registered with the Go runtime's network
 // poller, so [Socket.WaitRX] blocks a goroutine, not an OS thread, until the
-// RX ring has descriptors or the context ends.
+// RX ring has descriptors or the context ends. (Only then: the netpoller's
+// epoll polls a registered socket on every wake-up, and in copy mode that
+// poll also transmits.)
+//
+// # Close
+//
+// Close may run while other goroutines use the socket: ring operations
+// enter a guard (two atomic adds per batch), Close waits for those in
+// progress before it unmaps the rings, and later operations take nothing
+// while kicks, waits and Stats return os.ErrClosed.
+//
+// # Kicks
+//
+// Kicks use RawSyscall: sendto and recvfrom with MSG_DONTWAIT never block
+// and are bounded by the TX budget, and an ordinary Syscall lost the P to
+// the scheduler often enough to cost a third of the TX rate when pinned.
 //
 // # Copy and zero-copy
 //
