@@ -44,11 +44,6 @@ type pool struct {
 
 func (pl *pool) frame(addr uint64) uint64 { return addr >> pl.shift }
 
-func (pl *pool) isLent(addr uint64) bool {
-	i := pl.frame(addr)
-	return pl.lent[i>>6]&(1<<(i&63)) != 0
-}
-
 // take clears the lent bit of addr's frame and reports whether it was set.
 // addr must be inside the UMEM.
 func (pl *pool) take(addr uint64) bool {
