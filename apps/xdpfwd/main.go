@@ -36,7 +36,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -141,13 +140,8 @@ func main() {
 		app.Fail("-xdp-mode %q: want auto, native or generic", c.xdpMode)
 	}
 
-	ctx, cancel := cli.SignalContext()
+	ctx, cancel := cli.RunContext(c.duration)
 	defer cancel()
-	if c.duration > 0 {
-		var dc context.CancelFunc
-		ctx, dc = context.WithTimeout(ctx, c.duration)
-		defer dc()
-	}
 	sum, err := run(ctx, &c)
 	if sum != nil {
 		cli.Summary(sum)

@@ -27,7 +27,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"net"
@@ -105,13 +104,8 @@ func main() {
 		app.Fail("%v", err)
 	}
 
-	ctx, cancel := cli.SignalContext()
+	ctx, cancel := cli.RunContext(c.duration)
 	defer cancel()
-	if c.duration > 0 {
-		var dc context.CancelFunc
-		ctx, dc = context.WithTimeout(ctx, c.duration)
-		defer dc()
-	}
 	sum, err := run(ctx, &c)
 	if sum != nil {
 		cli.Summary(sum)

@@ -95,6 +95,17 @@ func SignalContext() (context.Context, context.CancelFunc) {
 	return ctx, cancel
 }
 
+// RunContext is SignalContext bounded by d when d > 0: the context of a
+// program's run. Its cancel ends both.
+func RunContext(d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := SignalContext()
+	if d <= 0 {
+		return ctx, cancel
+	}
+	tctx, tcancel := context.WithTimeout(ctx, d)
+	return tctx, func() { tcancel(); cancel() }
+}
+
 // Summary prints the final summary as one line "summary {json}" on stdout,
 // which the demo and the tests read.
 func Summary(v any) {
