@@ -43,12 +43,7 @@ CI_FUZZTIME ?= 5s
 
 ## fuzz: each fuzz target for FUZZTIME (its seed corpus is in testdata/fuzz).
 fuzz:
-	@for t in $(FUZZTARGETS); do \
-		pkg=$${t%%:*}; name=$${t##*:}; \
-		echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg > .fuzz.log 2>&1 || { cat .fuzz.log; rm -f .fuzz.log; exit 1; }; \
-		tail -n 3 .fuzz.log | grep -E "execs|^ok" | tail -n 2; \
-	done; rm -f .fuzz.log
+	@GO=$(GO) scripts/fuzz.sh $(FUZZTIME) $(FUZZTARGETS)
 
 ## bench: xdpkit side by side with the C reference (AF_XDP on veth, csum, nt), the
 ## copy-policy grid, bench/out/{results.json,summary.md,xdp.png,copy.png}; root, gcc, < 10 min.
