@@ -1,9 +1,6 @@
-// Package pkt parses and rewrites the packet headers that xdpkit's apps
-// handle: Ethernet with up to two VLAN tags, IPv4 (with options), IPv6
-// (with extension headers), UDP, TCP and ICMP/ICMPv6.
-//
-// Parse never allocates and never reads outside the slice it is given;
-// every length it reports is checked against the slice. The rewrite
-// helpers (TTL and hop-limit decrement, MAC rewrite) update checksums
-// incrementally (RFC 1624) rather than summing the packet again.
+// Package pkt forwards to the public package
+// github.com/xdpkit/xdpkit/pkt, which holds the header parser and the
+// rewrite helpers since they became public. It stays so that the apps
+// and the fuzz corpus that import it keep working; new code imports
+// github.com/xdpkit/xdpkit/pkt.
 package pkt
