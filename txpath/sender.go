@@ -357,21 +357,40 @@ func (s *Sender) Release(f Frame) error {
 
 // Commit queues the n-byte packet written into f.Buf. With
 // opts.Checksum it fills the packet's checksums first (see Options). On
-// error the frame stays reserved: fix it and commit again, or Release it.
+// error nothing is queued and the frame is given back as Release would:
+// nothing stays reserved, and f must not be used again.
 func (s *Sender) Commit(f Frame, n int, opts Options) error {
-	if n <= 0 || n > s.chunkCap {
-		return fmt.Errorf("%w: length %d (a frame holds %d)", ErrBadFrame, n, s.chunkCap)
+	if !s.isHeld(f) {
+		return fmt.Errorf("%w: %#x not reserved", ErrBadFrame, f.addr)
 	}
-	base := s.u.Base(f.addr)
-	found := false
-	for _, h := range s.held {
-		if h == base {
-			found = true
-			break
+	err := s.commit(f, n, opts)
+	if err != nil {
+		if rerr := s.Release(f); rerr != nil {
+			err = errors.Join(err, rerr)
 		}
 	}
-	if !found || f.addr != base+s.dataOff {
-		return fmt.Errorf("%w: %#x not reserved", ErrBadFrame, f.addr)
+	return err
+}
+
+// isHeld reports whether f was reserved by Next and not committed or
+// released since.
+func (s *Sender) isHeld(f Frame) bool {
+	base := s.u.Base(f.addr)
+	if f.addr != base+s.dataOff {
+		return false
+	}
+	for _, h := range s.held {
+		if h == base {
+			return true
+		}
+	}
+	return false
+}
+
+// commit is Commit of a reserved frame, leaving it reserved on error.
+func (s *Sender) commit(f Frame, n int, opts Options) error {
+	if n <= 0 || n > s.chunkCap {
+		return fmt.Errorf("%w: length %d (a frame holds %d)", ErrBadFrame, n, s.chunkCap)
 	}
 	var opt uint32
 	if opts.Checksum {

@@ -348,8 +348,8 @@ func TestBadInput(t *testing.T) {
 		}
 		n := copy(f.Buf, c.b)
 		check("Commit: "+c.what, s.Commit(f, n, Options{Checksum: true}), ErrBadPacket)
-		if err := s.Release(f); err != nil {
-			t.Fatal(err)
+		if err := s.Release(f); !errors.Is(err, ErrBadFrame) { // Commit gave it back
+			t.Fatalf("Release after a failed Commit: %v", err)
 		}
 	}
 	if err := s.SendFrame(Options{Checksum: true}, good); err != nil {
@@ -361,6 +361,9 @@ func TestBadInput(t *testing.T) {
 	}
 	if err := s.Commit(f, len(f.Buf)+1, Options{}); !errors.Is(err, ErrBadFrame) {
 		t.Errorf("commit beyond the frame: %v", err)
+	}
+	if f, err = s.Next(); err != nil { // the failed Commit gave f back
+		t.Fatal(err)
 	}
 	if err := s.Commit(Frame{addr: f.addr + 2048}, 60, Options{}); !errors.Is(err, ErrBadFrame) {
 		t.Errorf("commit of a frame never reserved: %v", err)
