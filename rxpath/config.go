@@ -52,10 +52,14 @@ type Config struct {
 	// FillBatch is the smallest number of frames put on a Fill ring at
 	// once while the ring still has frames (default 64).
 	FillBatch int
-	// FillFrames is how many frames each socket keeps on its Fill ring
-	// (default: the ring's size, or the UMEM's frames divided among the
-	// poller's sockets that share it, whichever is smaller). Lower it to
-	// leave frames in the UMEM's allocator for sending.
+	// FillFrames is how many frames each socket keeps on its Fill ring.
+	// Default: the ring's size, but at most the socket's share of the
+	// frames of its UMEM, divided evenly among the poller's sockets that
+	// share it; of a UMEM that any of them can also send from (a socket
+	// with a TX ring) only half the frames are shared out, so that a
+	// txpath.Sender on it still finds frames free. A larger value is
+	// capped the same way only by the ring size. Lower it to leave more
+	// frames for sending.
 	FillFrames int
 	// BusyPoll starts every round with a recvfrom on each socket, which
 	// busy-polls the driver when the socket was created with

@@ -45,8 +45,9 @@
 //
 // # Frames and validation
 //
-// The poller keeps each Fill ring topped up to Config.FillFrames frames,
-// first with the frames it just received, then from the UMEM allocator,
+// The poller keeps each Fill ring topped up to Config.FillFrames frames
+// (by default the ring's size, but no more than half of a UMEM that its
+// sockets can also send from, so that a txpath.Sender finds frames), first with the frames it just received, then from the UMEM allocator,
 // in batches of Config.FillBatch. A refill that finds no frame to give is
 // counted (Stats.FillStarved), and the poller then sleeps briefly instead
 // of waiting for packets that cannot arrive.
@@ -61,7 +62,17 @@
 // # Shutting down
 //
 // Run returns when its context ends. The frames the poller lent to the
-// kernel stay on the Fill rings until the sockets are closed; [Poller.Reclaim]
-// then gives them back to the UMEM allocator, so that
-// umem.Accounting().Free == Total again.
+// kernel stay on the Fill rings until the sockets are closed. Close the
+// Poller before or after its sockets, whichever comes naturally: its
+// Close gives them back to the UMEM allocator as soon as the last socket
+// is closed ([Poller.Reclaim] does it on demand), so that
+// umem.Accounting().Free == Total again. Plain defers, which close in the
+// reverse order of creation, do the right thing:
+//
+//	u, _ := umem.New(nil)
+//	defer u.Close() // last: no socket uses it any more
+//	sock, _ := xsk.New("eth0", 0, u, nil)
+//	defer sock.Close() // the Poller's frames come back here
+//	p, _ := rxpath.New(nil, sock)
+//	defer p.Close()
 package rxpath

@@ -40,6 +40,7 @@ type pool struct {
 	// Reclaim, never at the same time) touches it.
 	lent  []uint64
 	nsock int
+	sends bool // a socket of the poller on this UMEM has a TX ring
 }
 
 func (pl *pool) frame(addr uint64) uint64 { return addr >> pl.shift }
@@ -152,6 +153,9 @@ func New(cfg *Config, socks ...*xsk.Socket) (*Poller, error) {
 			p.pools = append(p.pools, pl)
 		}
 		pl.nsock++
+		if s.TX() != nil {
+			pl.sends = true
+		}
 		n := c.Weight + MaxSegments
 		p.socks = append(p.socks, &sock{
 			s: s, idx: i, rx: s.RX(), fill: s.Fill(), pool: pl,
@@ -165,7 +169,11 @@ func New(cfg *Config, socks ...*xsk.Socket) (*Poller, error) {
 		if c.FillFrames > 0 {
 			s.target = min(s.target, c.FillFrames)
 		} else {
-			s.target = min(s.target, int(s.pool.u.FrameCount())/s.pool.nsock)
+			share := int(s.pool.u.FrameCount())
+			if s.pool.sends {
+				share /= 2 // the rest for sending
+			}
+			s.target = min(s.target, max(share/s.pool.nsock, 1))
 		}
 	}
 	if err := p.initWait(); err != nil {
@@ -176,8 +184,12 @@ func New(cfg *Config, socks ...*xsk.Socket) (*Poller, error) {
 	return p, nil
 }
 
-// Close releases the Poller's own resources (its epoll descriptor). It
-// does not close the sockets; see Reclaim for their frames. Close is
+// Close releases the Poller's resources: its epoll descriptor, and the
+// frames it lent to the kernel. It does not close the sockets. The frames
+// come back to the UMEM allocator (as Reclaim gives them back) at once if
+// every socket is closed already, and otherwise when the last of them
+// closes, so that closing in the reverse order of creation (Poller, then
+// sockets, then UMEM: plain defers) leaves every frame free. Close is
 // idempotent; it fails with ErrRunning while Run runs.
 func (p *Poller) Close() error {
 	if p.running.Load() {
@@ -186,7 +198,29 @@ func (p *Poller) Close() error {
 	if p.closed.Swap(true) {
 		return nil
 	}
-	return p.ep.Close()
+	err := p.ep.Close()
+	if p.socksOpen() {
+		for _, s := range p.socks {
+			s.s.OnClose(func() {
+				if !p.socksOpen() {
+					_, _ = p.Reclaim() // nothing to report to; a second call returns 0
+				}
+			})
+		}
+		return err
+	}
+	_, rerr := p.Reclaim()
+	return errors.Join(err, rerr)
+}
+
+// socksOpen reports whether any of the Poller's sockets is open.
+func (p *Poller) socksOpen() bool {
+	for _, s := range p.socks {
+		if s.s.FD() >= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Run receives packets and hands them to h until ctx ends, then returns
@@ -633,7 +667,9 @@ func (p *Poller) anyReady() bool {
 // every descriptor it read but did not deliver. The kernel may write
 // frames until their socket is closed, so Reclaim fails with ErrOpen while
 // any of the Poller's sockets is open, and with ErrRunning during Run. It
-// returns how many frames it gave back; a second call returns 0.
+// returns how many frames it gave back; a second call returns 0. Close
+// calls it, so there is no need to unless the frames are wanted back
+// before Close.
 func (p *Poller) Reclaim() (int, error) {
 	if p.running.Load() {
 		return 0, ErrRunning

@@ -31,6 +31,7 @@ func (p *sockPort) txFree() int                { return p.tx.Free() }
 func (p *sockPort) txPending() int             { return p.tx.Pending() }
 func (p *sockPort) consume(addrs []uint64) int { return p.comp.Consume(addrs) }
 func (p *sockPort) closed() bool               { return p.s.Closed() }
+func (p *sockPort) onClose(f func())           { p.s.OnClose(f) }
 
 func (p *sockPort) kick() (bool, error) {
 	before := p.s.Counters().KicksAgain

@@ -298,10 +298,28 @@ func (s *Sender) room(k int) error {
 		}
 		s.cache = s.cache[:len(s.cache)+s.u.GetBatch(s.cache[len(s.cache):cap(s.cache)])]
 		if len(s.cache) < k {
-			return ErrNoFrames
+			return s.noFrames()
 		}
 	}
 	return nil
+}
+
+// errFramesOnFill is ErrNoFrames when the Sender has no frame in flight
+// and the UMEM none free or on a TX ring: every frame is on Fill rings or
+// held by the application, and no completion will bring one back. It is
+// made once, so that the error path allocates nothing either.
+var errFramesOnFill = fmt.Errorf("%w, and none in flight: every frame is on a Fill ring or held "+
+	"(see umem.Accounting); give the UMEM more frames than its Fill rings take, "+
+	"or lower rxpath.Config.FillFrames", ErrNoFrames)
+
+// noFrames is the error of a send that found no free frame.
+func (s *Sender) noFrames() error {
+	if s.inflight == 0 && len(s.descs) == 0 {
+		if a := s.u.Accounting(); a.Free == 0 && a.TX == 0 {
+			return errFramesOnFill
+		}
+	}
+	return ErrNoFrames
 }
 
 // take pops a free frame; room must have promised it.
@@ -595,8 +613,10 @@ func (s *Sender) waitFor(ctx context.Context, ready func() bool) error {
 // Close drains the Sender for up to one second and gives its frames back
 // to the UMEM: the free ones it holds, the ones reserved by Next and not
 // committed, and those completed. Frames the kernel has not completed by
-// then stay with it (ErrInFlight). It does not close the socket. Close is
-// idempotent.
+// then stay with it (ErrInFlight) until the socket is closed, which gives
+// them back (as Reclaim does). Close does not close the socket, and may
+// come before or after the socket's Close: after it, nothing is drained
+// and every frame is given back at once. Close is idempotent.
 func (s *Sender) Close() error {
 	if s.closed {
 		return nil
@@ -604,9 +624,12 @@ func (s *Sender) Close() error {
 	// Reserved frames are not sent.
 	s.cache = append(s.cache, s.held...)
 	s.held = s.held[:0]
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	err := s.Drain(ctx)
+	var err error
+	if !s.p.closed() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err = s.Drain(ctx)
+		cancel()
+	}
 	s.closed = true
 	// Queued and never submitted (the drain failed): not sent.
 	for _, d := range s.descs {
@@ -617,8 +640,15 @@ func (s *Sender) Close() error {
 		err = errors.Join(err, perr)
 	}
 	s.cache = s.cache[:0]
+	if s.p.closed() {
+		_, rerr := s.Reclaim()
+		return errors.Join(err, rerr)
+	}
 	if s.inflight > 0 {
 		err = errors.Join(err, fmt.Errorf("%w: %d", ErrInFlight, s.inflight))
+		if oc, ok := s.p.(interface{ onClose(func()) }); ok {
+			oc.onClose(func() { _, _ = s.Reclaim() })
+		}
 	}
 	return err
 }

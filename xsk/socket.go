@@ -105,6 +105,7 @@ type Socket struct {
 	inherited uint16 // and that socket's bind flags
 	ifindex   int
 	ifname    string
+	mac       net.HardwareAddr
 	queue     int
 	zc        bool
 	wakeup    bool // XDP_USE_NEED_WAKEUP
@@ -121,6 +122,7 @@ type Socket struct {
 	g         guard
 	closeOnce sync.Once
 	closeErr  error
+	after     afterClose // OnClose's functions
 }
 
 var _ io.Closer = (*Socket)(nil)
@@ -160,7 +162,7 @@ func New(ifname string, queue int, u *umem.UMEM, cfg *Config) (*Socket, error) {
 		return nil, fmt.Errorf("xsk: UMEM: %w", err)
 	}
 	s := &Socket{fd: fd, umem: u, first: fd >= 0, shared: shared, inherited: flags,
-		ifindex: ifi.Index, ifname: ifname, queue: queue}
+		ifindex: ifi.Index, ifname: ifname, mac: ifi.HardwareAddr, queue: queue}
 	if err := s.init(&c); err != nil {
 		s.Close()
 		return nil, err
@@ -390,6 +392,7 @@ func (s *Socket) Close() error {
 			}
 		}
 		s.closeErr = errors.Join(errs...)
+		s.after.run()
 	})
 	return s.closeErr
 }
