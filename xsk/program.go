@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 
 	"github.com/xdpkit/xdpkit/internal/xdpprog"
@@ -12,17 +13,34 @@ import (
 // Filter selects the traffic that the XDP program sends to the sockets;
 // everything else (ARP, neighbour discovery, ssh, ...) goes on to the
 // kernel. A nil *Filter sends every packet of a queue with a socket to it.
-type Filter = xdpprog.Filter
+type Filter struct {
+	// The L4 protocols to redirect, over Ethernet with or without one
+	// 802.1Q or 802.1ad tag. When none is set, all four are selected (so
+	// that a Filter with only DstPorts or PassDst does what it says).
+	IPv4UDP, IPv6UDP, IPv4TCP, IPv6TCP bool
+	// DstPorts, if not empty, restricts redirection to these UDP/TCP
+	// destination ports. Port 0 is allowed.
+	DstPorts []uint16
+	// PassDst lists destination addresses whose packets always go to the
+	// kernel (the host's own addresses). IPv4-mapped IPv6 addresses are
+	// treated as IPv4. At most MaxPassDst entries.
+	PassDst []netip.Addr
+}
+
+// MaxPassDst is the most addresses Filter.PassDst may hold.
+const MaxPassDst = xdpprog.MaxPassDst
 
 // AttachMode is the XDP hook the program is attached to.
-type AttachMode = xdpprog.Mode
+type AttachMode int
 
 // Attach modes.
 const (
-	AttachAuto    = xdpprog.ModeAuto    // native, falling back to generic
-	AttachNative  = xdpprog.ModeNative  // the driver's hook (XDP_FLAGS_DRV_MODE)
-	AttachGeneric = xdpprog.ModeGeneric // the skb hook (XDP_FLAGS_SKB_MODE)
+	AttachAuto    AttachMode = iota // native, falling back to generic
+	AttachNative                    // the driver's hook (XDP_FLAGS_DRV_MODE)
+	AttachGeneric                   // the skb hook (XDP_FLAGS_SKB_MODE)
 )
+
+func (m AttachMode) String() string { return xdpprog.Mode(m).String() }
 
 // ProgramConfig configures AttachProgram. A nil *ProgramConfig means: no
 // filter, native attach with generic fallback, 64 queues.
@@ -60,16 +78,16 @@ func AttachProgram(ifname string, cfg *ProgramConfig) (*Program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q: %w", ErrNoDevice, ifname, err)
 	}
-	p, err := xdpprog.Load(&xdpprog.Config{Filter: c.Filter, Frags: c.Frags, MaxQueues: c.MaxQueues})
+	p, err := xdpprog.Load(&xdpprog.Config{Filter: (*xdpprog.Filter)(c.Filter), Frags: c.Frags, MaxQueues: c.MaxQueues})
 	if err != nil {
-		return nil, err
+		return nil, attachError(err)
 	}
-	mode, err := p.Attach(ifi.Index, c.Mode)
+	mode, err := p.Attach(ifi.Index, xdpprog.Mode(c.Mode))
 	if err != nil {
 		p.Close()
-		return nil, err
+		return nil, attachError(err)
 	}
-	return &Program{p: p, ifname: ifname, ifindex: ifi.Index, mode: mode}, nil
+	return &Program{p: p, ifname: ifname, ifindex: ifi.Index, mode: AttachMode(mode)}, nil
 }
 
 // Register sends the traffic of s's queue to s. s must be bound to the

@@ -32,6 +32,31 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// Public makes the public form of a capability error (package xsk sets
+// it to build an *xsk.CapabilityError), so that errors.As finds the
+// public type in the errors of the packages that xsk builds on.
+var Public func(op, cap string, err error) error
+
+// As lets errors.As find the public form of e (see Public).
+func (e *Error) As(target any) bool {
+	if Public == nil {
+		return false
+	}
+	return errors.As(Public(e.Op, e.Cap, e.Err), target)
+}
+
+// Errno returns the errno that err wraps, without the text the layers in
+// between added (cilium/ebpf adds a hint about RLIMIT_MEMLOCK to every
+// EPERM, which misleads on kernels that account BPF memory to the memory
+// cgroup, 5.11 and later); err itself when it wraps none.
+func Errno(err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return err
+}
+
 // Is makes every capability error match os.ErrPermission, also when the
 // kernel said something else (ENOBUFS for memory beyond RLIMIT_MEMLOCK).
 func (e *Error) Is(target error) bool { return target == os.ErrPermission }
@@ -43,7 +68,7 @@ func Wrap(op, cap string, err error) error {
 		return nil
 	}
 	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
-		return &Error{Op: op, Cap: cap, Err: err}
+		return &Error{Op: op, Cap: cap, Err: Errno(err)}
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
