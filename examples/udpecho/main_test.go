@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/xdpkit/xdpkit/internal/netdev"
+	"github.com/xdpkit/xdpkit/test/vethns"
+)
+
+func TestMain(m *testing.M) {
+	vethns.Sweep()
+	os.Exit(vethns.LeakCheck(m))
+}
+
+const port = 9000
+
+// TestEcho runs the echo server on end A of a veth pair and sends
+// datagrams of 1 to 1400 bytes from end B, over IPv4 and IPv6, with B's
+// tx-checksumming on (the requests carry only the pseudo-header sum) and
+// off. Every reply must come back byte-exact, from the server's address
+// and port, with checksums the client's kernel accepts (it drops and
+// counts a datagram whose checksum is wrong). After cancel the server
+// returns and the interface has no XDP program left.
+func TestEcho(t *testing.T) {
+	vethns.Require(t)
+	a, b := vethns.NewNS(t), vethns.NewNS(t)
+	p := vethns.NewPair(t, a, b, nil)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Do(func() error { return run(ctx, p.A.Name, 0, port) }) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("run: %v", err)
+		}
+		err := a.Do(func() error {
+			l, err := netlink.LinkByName(p.A.Name)
+			if err != nil {
+				return err
+			}
+			if x := l.Attrs().Xdp; x != nil && x.Attached {
+				return fmt.Errorf("XDP program %d still attached after the server stopped", x.ProgId)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	}()
+
+	for _, offload := range []bool{false, true} {
+		if err := b.Do(func() error { return netdev.SetTxCsumOffload(p.B.Name, offload) }); err != nil {
+			t.Fatalf("tx-checksumming %v on the client: %v", offload, err)
+		}
+		for _, dst := range []netip.AddrPort{p.A.AddrPort4(port), p.A.AddrPort6(port)} {
+			t.Run(fmt.Sprintf("%v/tx-csum-%v", dst.Addr(), offload), func(t *testing.T) {
+				before, err := b.Counters()
+				if err != nil {
+					t.Fatal(err)
+				}
+				c, err := b.DialUDP(netip.AddrPort{}, dst)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				waitServer(t, c)
+				buf := make([]byte, 2048)
+				for i := 0; i < 200; i++ {
+					req := make([]byte, 1+(i*97)%1400)
+					for j := range req {
+						req[j] = byte(i + j*7)
+					}
+					if _, err := c.Write(req); err != nil {
+						t.Fatal(err)
+					}
+					c.SetReadDeadline(time.Now().Add(5 * time.Second))
+					n, err := c.Read(buf)
+					if err != nil {
+						t.Fatalf("reply %d (%d bytes): %v", i, len(req), err)
+					}
+					if !bytes.Equal(buf[:n], req) {
+						t.Fatalf("reply %d: %d bytes, not the %d sent", i, n, len(req))
+					}
+				}
+				after, err := b.Counters()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, k := range []string{"Udp:InCsumErrors", "Udp6:InCsumErrors", "Ip:InHdrErrors", "Udp:InErrors", "Udp6:InErrors"} {
+					if after[k] != before[k] {
+						t.Errorf("client's %s went from %d to %d", k, before[k], after[k])
+					}
+				}
+			})
+		}
+	}
+}
+
+// waitServer sends probes until the server answers one (before the XDP
+// program is attached the kernel answers them, with ICMP port
+// unreachable). Bounded: 50 probes, 100 ms apart.
+func waitServer(t *testing.T, c *net.UDPConn) {
+	buf := make([]byte, 64)
+	for i := 0; i < 50; i++ {
+		c.Write([]byte("probe"))
+		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if n, err := c.Read(buf); err == nil && string(buf[:n]) == "probe" {
+			return
+		}
+	}
+	t.Fatal("the server did not answer in 5 s")
+}
