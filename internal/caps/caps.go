@@ -1,5 +1,3 @@
-// Package caps turns permission failures from the kernel into errors that
-// name the capability that is missing.
 package caps
 
 import (

@@ -1,0 +1,38 @@
+// Command xdpkitbench is the Go side of xdpkit's AF_XDP benchmarks: the
+// counterpart of the C reference bench/c/xdpbench.c, with the same flags,
+// the same defaults and the same one-line JSON result, so that `make bench`
+// can run both on the same veth topologies and compare them.
+//
+// Modes (-m):
+//
+//	txonly  transmits UDP/IPv4 frames of -s bytes through txpath.Sender
+//	        (Next + Commit, batches of -b, one producer-index store and at
+//	        most one kick per batch, completions reaped in batches). Like
+//	        xdpbench, every UMEM frame holds the same packet, written once
+//	        before the run, so both measure the rings, not the packet
+//	        builder. "gen" is an alias.
+//	rxdrop  receives on queue -q of -i through rxpath.Poller (every packet
+//	        lent, none copied, none read; frames back on the Fill ring at
+//	        once), with the XDP program of xsk.AttachProgram.
+//	fwd     receives on -i (rxpath.Poller, the socket owning the UMEM),
+//	        rewrites the Ethernet addresses in place (destination --dst-mac,
+//	        source the MAC of -o), keeps the frames (Packet.Keep) and puts
+//	        them on the TX ring of a second socket on -o that shares the
+//	        UMEM: zero copies. Completed frames return to the UMEM allocator,
+//	        from which the poller refills the Fill ring.
+//
+// Defaults match xdpbench's: rings of 2048 entries, batch 64, 4096 frames
+// of 4096 bytes, copy mode, need_wakeup on, native XDP. At the end it
+// prints one JSON line on stdout with the fields of xdpbench's line (mode,
+// frames, seconds, mpps, ...) plus "impl":"xdpkit" and "mallocs", the heap
+// allocations of the whole process during the measured loop (0 expected):
+// for txonly from the start of the loop to the end of the drain, for the
+// receivers from the first packet to the last multiple of 1024 packets.
+// Once set up it prints "xdpkitbench: ready" on stderr. SIGINT or SIGTERM
+// end the run early, with a result.
+//
+// Kernel: Linux 5.10 or newer, as xdpbench; run as root. Example:
+//
+//	ip netns exec B xdpkitbench -m rxdrop -i vethB -q 0 -d 6
+//	ip netns exec A xdpkitbench -m txonly -i vethA -s 64 -d 5 --dst-mac 02:00:00:00:00:02
+package main
