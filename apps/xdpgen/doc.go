@@ -1,0 +1,27 @@
+// Command xdpgen is a UDP traffic generator over an AF_XDP socket: it
+// writes every datagram straight into UMEM frames with txpath (headers
+// from a per-flow template, payload gathered from a precomputed pattern,
+// checksums by the chosen copy policy) and sends them in batches.
+//
+// Every payload starts with a 16-byte header (magic, flow, size, sequence
+// number per flow) followed by a pattern that depends on the sequence
+// number, which xdprecv checks: loss, reordering, duplicates, corruption.
+//
+// Kernel: Linux 6.6 or later (AF_XDP TX with need_wakeup); the offload
+// policy needs AF_XDP TX metadata (6.8+); root or CAP_NET_ADMIN,
+// CAP_NET_RAW and CAP_IPC_LOCK. No XDP program is needed to send.
+//
+// Run:
+//
+//	xdpgen -i eth0 -dst 198.18.1.2 -rate 100k -count 1000000
+//	xdpgen -i eth0 -dst 2001:db8::2 -size imix -flows 16 -rate 500Mbps -duration 10s
+//	xdpgen -i eth0 -dst 198.18.1.2 -rate max -size 64 -policy software
+//
+// -size is the Ethernet frame length without the FCS (64..MTU+14), a
+// comma-separated list "64,594,1514" with optional weights "64:7,594:4"
+// cycled in order, or "imix" (64:7,594:4,1514:1; over IPv6 the smallest
+// frame is 78 bytes, the headers' size). -rate is packets per
+// second ("250k", "1M"), a bit rate of frame bytes ("800Mbps", "1Gbps"),
+// or "max". The source address and the next hop's MAC default to what
+// the kernel's routing and neighbour tables say for -dst.
+package main
