@@ -29,8 +29,9 @@
 // back stay counted on their ring: TX descriptors it rejects (counted in
 // XDP_STATISTICS tx_invalid_descs: an address or length outside the UMEM,
 // OptContd without multi-buffer), and frames it still held when its
-// socket's interface went away; txpath.Sender.Reclaim and
-// rxpath.Poller.Reclaim return the latter once the socket is closed.
+// socket's interface went away; the Close of a txpath.Sender or an
+// rxpath.Poller returns the latter once the socket is closed, whichever
+// of the two closes first (their Reclaim does it on demand).
 //
 // # Lifetime
 //
@@ -39,7 +40,8 @@
 // (XDP_SHARED_UMEM). Every socket closes its own descriptor, so closing a
 // socket always unbinds its queue at once. When the last socket has
 // closed, the next one registers the UMEM again on a fresh descriptor.
-// Close the sockets first, then the UMEM: Close fails with ErrBusy while
-// sockets still use it, and is idempotent afterwards. After Close, every
+// Close the sockets first, then the UMEM, as plain defers do (the UMEM is
+// made first): Close fails with ErrBusy while sockets still use it, and is
+// idempotent afterwards. After Close, every
 // slice returned by Frame or Bytes is invalid.
 package umem

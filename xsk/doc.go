@@ -49,6 +49,12 @@
 // progress before it unmaps the rings, and later operations take nothing
 // while kicks, waits and Stats return os.ErrClosed.
 //
+// Close in the reverse order of creation, as plain defers do: the
+// txpath.Sender and rxpath.Poller of a socket, then the Program, the
+// socket and last its UMEM. A Sender or Poller closed before its socket
+// gets the frames the kernel still held back when the socket closes
+// ([Socket.OnClose]); closed after it, at once.
+//
 // # Kicks
 //
 // Kicks use RawSyscall: sendto and recvfrom with MSG_DONTWAIT never block
