@@ -393,7 +393,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		q.addr4, q.addr6 = ifaceAddrs(ifi)
 		f.ports = append(f.ports, q)
 		sz := uint32(c.ring)
-		q.sock, err = xsk.New(name, c.queue, u, &xsk.Config{RXSize: sz, TXSize: sz, FillSize: sz, CompletionSize: sz, MaxTXBudget: 256})
+		q.sock, err = xsk.New(name, c.queue, u, &xsk.Config{RXSize: sz, TXSize: sz, FillSize: sz, CompletionSize: sz, MaxTXBudget: min(256, sz)})
 		if err != nil {
 			return fail(fmt.Errorf("socket on %s queue %d: %w", name, c.queue, err))
 		}
@@ -427,6 +427,9 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	sum := &Summary{Mode: c.mode, In: c.in, Out: c.out, AttachMode: f.ports[0].prog.Mode().String(), ZeroCopy: socks[0].ZeroCopy()}
 	fmt.Printf("xdpfwd: ready: %s %s -> %s, queue %d, attach %s, zero-copy %v, %d frames\n",
 		c.mode, c.in, c.out, c.queue, sum.AttachMode, sum.ZeroCopy, c.frames)
+	for _, q := range f.ports {
+		fmt.Printf("xdpfwd: %s: %s\n", q.name, q.sock.Features())
+	}
 
 	if c.metrics != "" {
 		addr, err := cli.ServeMetrics(ctx, c.metrics, "xdpfwd", f.metrics(poller))

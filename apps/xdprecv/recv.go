@@ -21,29 +21,34 @@ import (
 
 // Summary is xdprecv's final report.
 type Summary struct {
-	Iface        string
-	Seconds      float64
-	Packets      uint64 // every packet the socket got
-	Bytes        uint64
-	Valid        uint64 // generator packets with good checksums and pattern
-	Flows        int    // flows seen
-	Gaps         uint64 // sequence numbers skipped (lost, or late)
-	Late         uint64 // sequence numbers below the next expected (reordered or duplicated)
-	Lost         uint64 // Gaps - Late, at least 0
-	BadIPCsum    uint64
-	BadUDPCsum   uint64
-	BadPayload   uint64 // wrong pattern or size
-	Other        uint64 // not UDP, or not a generator payload
-	TTLMin       int
-	TTLMax       int
-	Mpps         float64
-	XDPDropped   uint64 // XDP_STATISTICS rx_dropped + rx_ring_full
-	FillEmpty    uint64
-	PcapPackets  uint64
-	Poller       string
-	CPUSeconds   float64
-	Accounting   string
-	AccountingOK bool
+	Iface      string
+	Seconds    float64
+	Packets    uint64 // every packet the socket got
+	Bytes      uint64
+	Valid      uint64 // generator packets with good checksums and pattern
+	Flows      int    // flows seen
+	Gaps       uint64 // sequence numbers skipped (lost, or late)
+	Late       uint64 // sequence numbers below the next expected (reordered or duplicated)
+	Lost       uint64 // Gaps - Late, at least 0
+	BadIPCsum  uint64
+	BadUDPCsum uint64 // wrong UDP checksums (not partial ones)
+	// PartialUDPCsum counts datagrams whose UDP checksum field holds the
+	// pseudo-header sum: offloaded by a sender behind a software device
+	// (veth, ...) and never finished (csum.Partial). They are not counted
+	// as bad, and their payload is checked.
+	PartialUDPCsum uint64
+	BadPayload     uint64 // wrong pattern or size
+	Other          uint64 // not UDP, or not a generator payload
+	TTLMin         int
+	TTLMax         int
+	Mpps           float64
+	XDPDropped     uint64 // XDP_STATISTICS rx_dropped + rx_ring_full
+	FillEmpty      uint64
+	PcapPackets    uint64
+	Poller         string
+	CPUSeconds     float64
+	Accounting     string
+	AccountingOK   bool
 }
 
 type receiver struct {
@@ -59,6 +64,7 @@ type receiver struct {
 
 	packets, bytes, valid              atomic.Uint64
 	gaps, late, badIP, badUDP, badData atomic.Uint64
+	partialUDP                         atomic.Uint64
 	other, pcapN                       atomic.Uint64
 }
 
@@ -86,13 +92,23 @@ func (r *receiver) Receive(p *rxpath.Packet) {
 			r.badIP.Add(1)
 			return
 		}
-		if binary.BigEndian.Uint16(udp[6:]) != 0 {
-			ph = csum.PseudoHeaderIPv4(fr.Src.As4(), fr.Dst.As4(), pkt.ProtoUDP, uint16(ulen))
-		}
+		ph = csum.PseudoHeaderIPv4(fr.Src.As4(), fr.Dst.As4(), pkt.ProtoUDP, uint16(ulen))
 	} else {
 		ph = csum.PseudoHeaderIPv6(fr.Src.As16(), fr.Dst.As16(), pkt.ProtoUDP, uint32(ulen))
 	}
-	if (ph != 0 || fr.EtherType == pkt.EtherTypeIPv6) && csum.Fold(csum.Sum(udp, ph)) != 0xffff {
+	switch csum.VerifyUDP(udp, ph) {
+	case csum.Good:
+	case csum.None:
+		if fr.EtherType == pkt.EtherTypeIPv6 { // IPv6 requires a UDP checksum
+			r.badUDP.Add(1)
+			return
+		}
+	case csum.Partial:
+		// An offloaded checksum that no device finished (a software
+		// device's sender with tx-checksumming on): not corruption.
+		// Counted apart, and the payload is still checked.
+		r.partialUDP.Add(1)
+	default:
 		r.badUDP.Add(1)
 		return
 	}
@@ -212,6 +228,7 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 			ctr("gaps_total", "Sequence numbers skipped.", &r.gaps),
 			ctr("late_total", "Packets that arrived after a later one of their flow.", &r.late),
 			ctr("bad_checksum_total", "Packets with a bad IPv4 header or UDP checksum.", &r.badUDP),
+			ctr("partial_checksum_total", "Packets whose UDP checksum field holds the unfinished pseudo-header sum.", &r.partialUDP),
 			ctr("bad_payload_total", "Generator packets with a wrong pattern or size.", &r.badData),
 		})
 		if err != nil {
@@ -236,7 +253,7 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 	sum := &Summary{
 		Iface: c.iface, Seconds: el.Seconds(), Packets: r.packets.Load(), Bytes: r.bytes.Load(),
 		Valid: r.valid.Load(), Flows: r.flows, Gaps: r.gaps.Load(), Late: r.late.Load(),
-		BadIPCsum: r.badIP.Load(), BadUDPCsum: r.badUDP.Load(), BadPayload: r.badData.Load(), Other: r.other.Load(),
+		BadIPCsum: r.badIP.Load(), BadUDPCsum: r.badUDP.Load(), PartialUDPCsum: r.partialUDP.Load(), BadPayload: r.badData.Load(), Other: r.other.Load(),
 		TTLMin: r.ttlMin, TTLMax: r.ttlMax, XDPDropped: x.RXDropped + x.RXRingFull, FillEmpty: x.RXFillRingEmptyDesc,
 		PcapPackets: r.pcapN.Load(), Poller: st.String(),
 	}
