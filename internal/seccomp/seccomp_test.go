@@ -3,8 +3,8 @@ package seccomp
 import (
 	"fmt"
 	"os"
-	"strings"
 	"os/exec"
+	"strings"
 	"testing"
 	"unsafe"
 
