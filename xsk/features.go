@@ -138,3 +138,10 @@ func (s *Socket) probeStats() {
 		s.features.Stats = StatsExtended
 	}
 }
+
+// BPFLink reports whether the program is attached as a bpf_link (Linux
+// 5.9), which the kernel detaches when the process dies. On older kernels
+// it is attached through rtnetlink instead: Close detaches it, but a
+// process killed before Close leaves it attached (ip link set dev IFACE
+// xdp off removes it).
+func (p *Program) BPFLink() bool { return p.p.BPFLink() }

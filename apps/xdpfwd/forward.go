@@ -428,7 +428,15 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	fmt.Printf("xdpfwd: ready: %s %s -> %s, queue %d, attach %s, zero-copy %v, %d frames\n",
 		c.mode, c.in, c.out, c.queue, sum.AttachMode, sum.ZeroCopy, c.frames)
 	for _, q := range f.ports {
-		fmt.Printf("xdpfwd: %s: %s\n", q.name, q.sock.Features())
+		via := "bpf_link"
+		if !q.prog.BPFLink() {
+			via = "attached through rtnetlink (no XDP bpf_link: stays attached if killed)"
+		}
+		from := "?"
+		if info, err := xsk.Device(q.name); err == nil {
+			from = info.FeaturesFrom
+		}
+		fmt.Printf("xdpfwd: %s: kernel features: %s; XDP %s; device facts from %s\n", q.name, q.sock.Features(), via, from)
 	}
 
 	if c.metrics != "" {

@@ -100,7 +100,11 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	}
 	fmt.Printf("xdpgen: ready: %s -> %s via %s (%s), %d flow(s), policy %s\n", sum.Src, sum.Dst, c.iface, sum.DstMAC, c.flows, sum.Policy)
 	fmt.Printf("xdpgen: %s\n", dec)
-	fmt.Printf("xdpgen: kernel features: %s; UMEM %s\n", sock.Features(), umemNote)
+	from := "?"
+	if info, err := xsk.Device(c.iface); err == nil {
+		from = info.FeaturesFrom
+	}
+	fmt.Printf("xdpgen: kernel features: %s; UMEM %s; device facts from %s\n", sock.Features(), umemNote, from)
 	if dec.Warning != "" {
 		fmt.Fprintf(os.Stderr, "xdpgen: WARNING: %s\n", dec.Warning)
 	}

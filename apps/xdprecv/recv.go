@@ -217,6 +217,7 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 		return fail(err)
 	}
 	fmt.Printf("xdprecv: ready: %s queue %d, port %d, attach %s, zero-copy %v\n", c.iface, c.queue, c.port, prog.Mode(), sock.ZeroCopy())
+	fmt.Printf("xdprecv: kernel features: %s; XDP %s; device facts from %s\n", sock.Features(), attachVia(prog), factsFrom(c.iface))
 	if c.metrics != "" {
 		ctr := func(name, help string, v *atomic.Uint64) cli.Metric {
 			return cli.Metric{Name: name, Help: help, Value: func() float64 { return float64(v.Load()) }}
@@ -269,4 +270,22 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 	sum.Accounting, sum.AccountingOK = acct.String(), acct.Free == acct.Total
 	sum.CPUSeconds = (cli.CPUTime() - cpu0).Seconds()
 	return sum, errors.Join(runErr, err, u.Close())
+}
+
+// attachVia says how the XDP program is attached.
+func attachVia(p *xsk.Program) string {
+	if p.BPFLink() {
+		return "bpf_link"
+	}
+	return "attached through rtnetlink (no XDP bpf_link: stays attached if killed)"
+}
+
+// factsFrom says where the device facts came from: the netdev generic
+// netlink family, or ethtool alone (no XDP/XSK feature bits) without it.
+func factsFrom(iface string) string {
+	info, err := xsk.Device(iface)
+	if err != nil {
+		return err.Error()
+	}
+	return info.FeaturesFrom
 }
