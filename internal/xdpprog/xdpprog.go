@@ -140,7 +140,7 @@ type Program struct {
 	xsks   *ebpf.Map // XSKMAP, queue index -> AF_XDP socket
 	ports  *ebpf.Map // port bitmap (8192 bytes), nil without DstPorts
 	prog   *ebpf.Program
-	frags  bool // prog was loaded with BPF_F_XDP_HAS_FRAGS
+	frags  bool      // prog was loaded with BPF_F_XDP_HAS_FRAGS
 	link   io.Closer // a link.Link, or a netlinkXDP without XDP bpf_links
 	mode   Mode      // mode of link, valid while link != nil
 	closed bool
