@@ -273,3 +273,88 @@ func (c *capture) wait(n int) (frames, partial, partialField, bad int) {
 		}
 	}
 }
+
+// TestTapChecksums: a tap device's tx-checksumming is off until its reader
+// asks for checksum offload (TUNSETOFFLOAD TUN_F_CSUM, with a virtio-net
+// header); then an offloaded checksum reaches the reader unfinished,
+// flagged VIRTIO_NET_HDR_F_NEEDS_CSUM, and ProbeDevice calls the tap
+// Software.
+func TestTapChecksums(t *testing.T) {
+	Require(t)
+	a := NewNS(t)
+	const n = 10
+	var tun int = -1
+	err := a.Do(func() error {
+		fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		tun = fd
+		ifr, err := unix.NewIfreq("tp0")
+		if err != nil {
+			return err
+		}
+		ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
+		if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+			return fmt.Errorf("TUNSETIFF: %w", err)
+		}
+		var dev txpath.Device
+		if dev, err = txpath.ProbeDevice("tp0", false); err != nil {
+			return err
+		}
+		if !dev.Software || dev.TxCsumOffload {
+			t.Errorf("tap before TUNSETOFFLOAD: %+v, want software with tx-checksumming off", dev)
+		}
+		if err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, unix.TUN_F_CSUM); err != nil {
+			return fmt.Errorf("TUNSETOFFLOAD: %w", err)
+		}
+		if dev, err = txpath.ProbeDevice("tp0", false); err != nil {
+			return err
+		}
+		if !dev.Software || !dev.TxCsumOffload {
+			t.Errorf("tap after TUNSETOFFLOAD: %+v, want software with tx-checksumming on", dev)
+		}
+		return nil
+	})
+	if tun >= 0 {
+		defer unix.Close(tun)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := a.Exec(context.Background(), "ip", "link", "set", "tp0", "up"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	sendOffloaded(t, a, "tp0", net.HardwareAddr{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("198.18.254.2"), n)
+	if err := unix.SetNonblock(tun, true); err != nil {
+		t.Fatal(err)
+	}
+	frames, needsCsum, field := 0, 0, 0
+	b := make([]byte, 4096)
+	for deadline := time.Now().Add(3 * time.Second); frames < n && time.Now().Before(deadline); {
+		k, err := unix.Read(tun, b)
+		if err != nil {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		const vnetHdr = 10 // struct virtio_net_hdr
+		if k < vnetHdr+42 {
+			continue
+		}
+		f := b[vnetHdr:k]
+		if binary.BigEndian.Uint16(f[12:]) != 0x0800 || f[23] != 17 {
+			continue // the kernel's own IPv6 router solicitations and such
+		}
+		frames++
+		if b[0]&1 != 0 { // VIRTIO_NET_HDR_F_NEEDS_CSUM
+			needsCsum++
+		}
+		if v, err := csum.VerifyFrame(f); err == nil && v == csum.Partial {
+			field++
+		}
+	}
+	t.Logf("tap: %d frames, %d flagged NEEDS_CSUM, %d with the pseudo-header sum in the field", frames, needsCsum, field)
+	if frames != n || needsCsum != n || field != n {
+		t.Errorf("tap reader: %d of %d frames, %d NEEDS_CSUM, %d partial", frames, n, needsCsum, field)
+	}
+}
