@@ -62,7 +62,13 @@ func setTxCsum(t *testing.T, l *vethns.Link, on bool) {
 // and returns its summary and stdout+stderr.
 func gen(t *testing.T, ns *vethns.NS, ifname string, dst netip.Addr, policy string, wrapper ...string) (rbGen, string) {
 	t.Helper()
-	args := []string{"-i", ifname, "-dst", dst.String(), "-count", fmt.Sprint(rbCount), "-rate", "20k",
+	return genN(t, ns, ifname, dst, policy, rbCount, "20k", wrapper...)
+}
+
+// genN is gen with a count and a rate.
+func genN(t *testing.T, ns *vethns.NS, ifname string, dst netip.Addr, policy string, count int, rate string, wrapper ...string) (rbGen, string) {
+	t.Helper()
+	args := []string{"-i", ifname, "-dst", dst.String(), "-count", fmt.Sprint(count), "-rate", rate,
 		"-size", rbSizes(dst.Is6()), "-quiet"}
 	if policy != "" {
 		args = append(args, "-policy", policy)
@@ -80,8 +86,8 @@ func gen(t *testing.T, ns *vethns.NS, ifname string, dst netip.Addr, policy stri
 	if err := cli.ParseSummary(stdout, &g); err != nil {
 		t.Fatalf("xdpgen: %v: %s", err, stdout)
 	}
-	if g.Sent != rbCount || g.Completed != rbCount || !g.AccountingOK {
-		t.Errorf("xdpgen: sent %d, completed %d of %d, accounting ok %v", g.Sent, g.Completed, rbCount, g.AccountingOK)
+	if g.Sent != uint64(count) || g.Completed != uint64(count) || !g.AccountingOK {
+		t.Errorf("xdpgen: sent %d, completed %d of %d, accounting ok %v", g.Sent, g.Completed, count, g.AccountingOK)
 	}
 	return g, stdout + stderr
 }
@@ -89,7 +95,12 @@ func gen(t *testing.T, ns *vethns.NS, ifname string, dst netip.Addr, policy stri
 // startRecv starts xdprecv on ifname in ns (through wrapper, if any).
 func startRecv(t *testing.T, ns *vethns.NS, ifname string, wrapper ...string) *topo.Proc {
 	t.Helper()
-	bin, args := path("xdprecv"), []string{"-i", ifname, "-count", fmt.Sprint(rbCount), "-quiet", "-duration", "30s"}
+	return startRecvN(t, ns, ifname, rbCount, wrapper...)
+}
+
+func startRecvN(t *testing.T, ns *vethns.NS, ifname string, count int, wrapper ...string) *topo.Proc {
+	t.Helper()
+	bin, args := path("xdprecv"), []string{"-i", ifname, "-count", fmt.Sprint(count), "-quiet", "-duration", "30s"}
 	if len(wrapper) > 0 {
 		args = append(append(wrapper[1:], bin), args...)
 		bin = wrapper[0]
@@ -170,12 +181,22 @@ func startKernelRecv(t *testing.T, l *vethns.Link, v6 bool) *kernelRecv {
 	if k.udp, err = l.NS.ListenUDP(dst); err != nil {
 		t.Fatal(err)
 	}
+	// Room for every datagram of a run in both sockets, so that none is
+	// dropped while the readers wait for a CPU (SO_RCVBUFFORCE: above
+	// rmem_max).
+	const rcvbuf = 8 << 20
+	if rc, err := k.udp.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf) })
+	}
 	err = l.NS.Do(func() error {
 		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
 		if err != nil {
 			return err
 		}
 		k.raw = fd
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf); err != nil {
+			return err
+		}
 		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1); err != nil {
 			return err
 		}
@@ -552,9 +573,14 @@ func TestSmallRingBudget(t *testing.T) {
 	if !eventually(func() bool { return strings.Count(fwd.Output(), "TX budget 64") == 2 }) {
 		t.Errorf("xdpfwd -ring 64 does not say it uses a TX budget of 64:\n%s", fwd.Output())
 	}
-	recv := startRecv(t, tp.Recv, tp.Out.B.Name)
-	gen(t, tp.Gen, tp.In.A.Name, tp.Out.B.IPv4.Addr(), "")
-	checkAFXDP(t, recvResult(t, recv), false)
+	// Fewer datagrams than the forwarder's 64-entry rings hold, slowly:
+	// none can be dropped there.
+	const n = 48
+	recv := startRecvN(t, tp.Recv, tp.Out.B.Name, n)
+	genN(t, tp.Gen, tp.In.A.Name, tp.Out.B.IPv4.Addr(), "", n, "2k")
+	if r := recvResult(t, recv); r.Valid != n || r.BadIPCsum+r.BadUDPCsum+r.PartialUDPCsum+r.BadPayload != 0 {
+		t.Errorf("through xdpfwd -ring 64: %+v", r)
+	}
 }
 
 // eventually polls cond for up to 5 s (a program's lines after "ready").

@@ -63,9 +63,22 @@ type receiver struct {
 	ttlMax int
 
 	packets, bytes, valid              atomic.Uint64
+	ready                              func() // called after the poller's first round
+	readyDone                          atomic.Bool
 	gaps, late, badIP, badUDP, badData atomic.Uint64
 	partialUDP                         atomic.Uint64
 	other, pcapN                       atomic.Uint64
+}
+
+// EndRound says "ready" after the poller's first round, when the Fill
+// ring has its frames.
+func (r *receiver) EndRound() {
+	if !r.readyDone.Load() {
+		r.readyDone.Store(true)
+		if r.ready != nil {
+			r.ready()
+		}
+	}
 }
 
 // Receive checks one packet on the poller's goroutine; it allocates nothing.
@@ -216,8 +229,14 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 	if poller, err = rxpath.New(nil, sock); err != nil {
 		return fail(err)
 	}
-	fmt.Printf("xdprecv: ready: %s queue %d, port %d, attach %s, zero-copy %v\n", c.iface, c.queue, c.port, prog.Mode(), sock.ZeroCopy())
-	fmt.Printf("xdprecv: kernel features: %s; XDP %s; device facts from %s\n", sock.Features(), attachVia(prog), factsFrom(c.iface))
+	// "ready" once the poller has put its frames on the Fill ring (the
+	// end of its first round): a datagram that finds the Fill ring empty
+	// is dropped.
+	features := fmt.Sprintf("xdprecv: kernel features: %s; XDP %s; device facts from %s\n", sock.Features(), attachVia(prog), factsFrom(c.iface))
+	r.ready = func() {
+		fmt.Printf("xdprecv: ready: %s queue %d, port %d, attach %s, zero-copy %v\n", c.iface, c.queue, c.port, prog.Mode(), sock.ZeroCopy())
+		fmt.Print(features)
+	}
 	if c.metrics != "" {
 		ctr := func(name, help string, v *atomic.Uint64) cli.Metric {
 			return cli.Metric{Name: name, Help: help, Value: func() float64 { return float64(v.Load()) }}

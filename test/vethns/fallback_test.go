@@ -218,6 +218,11 @@ func libraryChild(arg []string) (err error) {
 			}
 		}))
 	}()
+	// Send once the poller has given the kernel its Fill ring's frames:
+	// a packet that finds the Fill ring empty is dropped.
+	for deadline := time.Now().Add(5 * time.Second); uB.Accounting().Fill < 256 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	flow, err := txpath.NewUDPFlow(macA, macB, netip.AddrPortFrom(src, 10000), netip.AddrPortFrom(dst, 9000), nil)
 	if err != nil {
 		prog.Close()
@@ -247,6 +252,9 @@ func libraryChild(arg []string) (err error) {
 		rerr = nil
 	}
 	fmt.Printf("received %d of %d, %d good\n", got.Load(), n, good.Load())
+	if st, err := poller.Stats(); err == nil || errors.Is(err, xsk.ErrNotSupported) {
+		fmt.Printf("poller: %+v\n", st)
+	}
 	perr := prog.Close()
 	cerr := rx.Close()
 	if _, err := poller.Reclaim(); err != nil {
