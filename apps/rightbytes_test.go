@@ -494,9 +494,10 @@ func without(t *testing.T, features ...string) []string {
 
 // oldKernel are the features the fallback tests take away: what a kernel
 // before 6.17 (XDP_MAX_TX_SKB_BUDGET), without statistics, without the
-// netdev genetlink family (before 6.3) and without XDP bpf_links (before
-// 5.9) would refuse.
-var oldKernel = []string{"tx-budget", "stats", "genl", "bpf-link"}
+// netdev genetlink family (before 6.3), without XDP bpf_links (before
+// 5.9) and without UMEM flags (TX metadata, TX_SW_CSUM: before 6.8/6.11)
+// would refuse.
+var oldKernel = []string{"tx-budget", "stats", "genl", "bpf-link", "umem-flags"}
 
 // TestWithoutOptionalFeatures runs xdpgen, xdprecv and xdpfwd with the
 // kernel refusing every optional feature a seccomp filter can take away:
@@ -516,7 +517,7 @@ func TestWithoutOptionalFeatures(t *testing.T) {
 		if g.Policy != "software" {
 			t.Errorf("xdpgen policy %s (%s)", g.Policy, g.PolicyReason)
 		}
-		for _, want := range []string{"no XDP_MAX_TX_SKB_BUDGET", "stats none", "device facts from ethtool"} {
+		for _, want := range []string{"no XDP_MAX_TX_SKB_BUDGET", "stats none", "device facts from ethtool", "without TX metadata", "; no TX metadata;"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("xdpgen does not say %q:\n%s", want, out)
 			}

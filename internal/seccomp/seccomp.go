@@ -6,9 +6,11 @@
 // and applies to every thread of the process and to what it executes.
 //
 // A filter sees the call's number and argument registers, not the memory
-// they point to: it can refuse a socket option by level and name, a bpf
-// command, a socket family and protocol, but not one flag inside a struct
-// (XDP_UMEM_REG's flags, the bind address's XDP_USE_SG).
+// they point to: it can refuse a socket option by level, name and length,
+// a bpf command, a socket family and protocol, but not one flag inside a
+// struct (the bind address's XDP_USE_SG). umem passes XDP_UMEM_REG's long
+// struct only with flags or a metadata area, so its length tells those
+// registrations apart.
 package seccomp
 
 import (
@@ -59,6 +61,10 @@ var Rules = map[string]Rule{
 	"bpf-link": {
 		Name: "bpf-link", Doc: "bpf(BPF_LINK_CREATE) fails with EINVAL, as before Linux 5.7 (XDP links: 5.9)",
 		call: map[string]uint32{"amd64": 321, "arm64": 280}, args: []argEq{{0, unix.BPF_LINK_CREATE}}, errno: unix.EINVAL,
+	},
+	"umem-flags": {
+		Name: "umem-flags", Doc: "setsockopt(SOL_XDP, XDP_UMEM_REG) with the long struct (flags: TX metadata, TX_SW_CSUM) fails with EINVAL, as before Linux 6.8/6.11 (umem registers without them with the short struct)",
+		call: map[string]uint32{"amd64": 54, "arm64": 208}, args: []argEq{{1, unix.SOL_XDP}, {2, unix.XDP_UMEM_REG}, {4, 32}}, errno: unix.EINVAL,
 	},
 	"busy-poll": {
 		Name: "busy-poll", Doc: "setsockopt(SOL_SOCKET, SO_PREFER_BUSY_POLL) fails with ENOPROTOOPT, as before Linux 5.11",

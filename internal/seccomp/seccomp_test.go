@@ -47,6 +47,30 @@ func calls(t *testing.T) map[string][2]error {
 	_, _, e = unix.Syscall(unix.SYS_BPF, unix.BPF_LINK_CREATE, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
 	_, _, e2 := unix.Syscall(unix.SYS_BPF, unix.BPF_OBJ_GET_INFO_BY_FD, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
 	got["bpf-link"] = [2]error{errnoOrNil(e), errnoOrNil(e2)}
+	// XDP_UMEM_REG with the long struct (flags) and the short one, each
+	// on a socket of its own.
+	reg := func(size uintptr) error {
+		fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		mem, err := unix.Mmap(-1, 0, 16*4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			return err
+		}
+		defer unix.Munmap(mem)
+		r := struct {
+			addr, len                             uint64
+			chunk, headroom, flags, txMetadataLen uint32
+		}{uint64(uintptr(unsafe.Pointer(&mem[0]))), uint64(len(mem)), 4096, 0, 0, 0}
+		if size == 32 {
+			r.flags = 1 << 1 // XDP_UMEM_TX_SW_CSUM
+		}
+		_, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.SOL_XDP, unix.XDP_UMEM_REG, uintptr(unsafe.Pointer(&r)), size, 0)
+		return errnoOrNil(e)
+	}
+	got["umem-flags"] = [2]error{reg(32), reg(24)}
 	got["busy-poll"] = [2]error{
 		unix.SetsockoptInt(xsk, unix.SOL_SOCKET, unix.SO_PREFER_BUSY_POLL, 1),
 		unix.SetsockoptInt(xsk, unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<16),

@@ -29,8 +29,8 @@ const fallbackEnv = "XK_FALLBACK"
 
 // TestLibraryWithoutOptionalFeatures runs the library in a child process
 // whose kernel calls for XDP_MAX_TX_SKB_BUDGET, XDP_STATISTICS, the
-// netdev genetlink family and XDP bpf_links fail as an older kernel's
-// would (a seccomp filter, package internal/seccomp): a txpath Sender
+// netdev genetlink family, XDP bpf_links and UMEM flags (TX metadata)
+// fail as an older kernel's would (a seccomp filter, package internal/seccomp): a txpath Sender
 // (budget 256 asked, tx-checksumming on) sends 200 datagrams over a veth
 // pair to an rxpath poller behind the XDP program, every one arrives with
 // a right checksum, each socket reports what it did without, and the
@@ -65,6 +65,7 @@ func TestLibraryWithoutOptionalFeatures(t *testing.T) {
 		"device facts from ethtool",
 		"decision: txpath: software",
 		"program: rtnetlink",
+		"UMEM with TX metadata: refused, registered without",
 		"received 200 of 200, 200 good",
 	} {
 		if !strings.Contains(string(out), want) {
@@ -92,7 +93,7 @@ func libraryChild(arg []string) (err error) {
 	if len(arg) != 8 {
 		return fmt.Errorf("bad %s: %q", fallbackEnv, arg)
 	}
-	if err := seccomp.Install("tx-budget", "stats", "genl", "bpf-link"); err != nil {
+	if err := seccomp.Install("tx-budget", "stats", "genl", "bpf-link", "umem-flags"); err != nil {
 		return err
 	}
 	open := func(name string) (*NS, error) {
@@ -174,7 +175,13 @@ func libraryChild(arg []string) (err error) {
 		s  *txpath.Sender
 	)
 	err = nsA.Do(func() (err error) {
-		if uA, err = umem.New(&umem.Config{FrameSize: 2048, FrameCount: 512, TxMetadataLen: umem.TxMetadataSize}); err != nil {
+		// A UMEM with a TX metadata area is refused (no UMEM flags):
+		// without one the Sender sums in software.
+		if _, err := umem.New(&umem.Config{FrameSize: 2048, FrameCount: 512, TxMetadataLen: umem.TxMetadataSize}); !errors.Is(err, umem.ErrNotSupported) {
+			return fmt.Errorf("UMEM with TX metadata without UMEM flags: %v, want umem.ErrNotSupported", err)
+		}
+		fmt.Println("UMEM with TX metadata: refused, registered without")
+		if uA, err = umem.New(&umem.Config{FrameSize: 2048, FrameCount: 512}); err != nil {
 			return err
 		}
 		if tx, err = xsk.New(ifA, 0, uA, &xsk.Config{NoRX: true, MaxTXBudget: 256}); err != nil {
