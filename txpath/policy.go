@@ -18,15 +18,18 @@ const (
 	// pre-filled with the pseudo-header sum; the device, or in copy mode
 	// the kernel, completes it. Payloads are copied with NT stores from the
 	// Sender's NT threshold on (Decision.NTFrom), with ordinary stores
-	// below it. The UMEM needs TxMetadataLen >= umem.TxMetadataSize.
+	// below it. The UMEM needs TxMetadataLen >= umem.TxMetadataSize. On a
+	// software device (veth, ...) with tx-checksumming on, nothing
+	// finishes the checksum: Decision.Warning says so.
 	Offload
 	// Software computes the checksum in the same pass as the copy
 	// (csum.CopyAndSum, ordinary stores) and writes it into the header.
 	Software
 	// NT forces nontemporal stores for every payload copy (nt.Copy), like
 	// MSG_NTCOPY: for data the CPU will not read again. The checksum is
-	// offloaded when the Sender can offload, else summed in software from
-	// the source slices (which the CPU has in cache), not from the frame.
+	// offloaded when offload finishes it on this socket
+	// (Decision.CanOffload), else summed in software from the source
+	// slices (which the CPU has in cache), not from the frame.
 	NT
 	// Plain copies with ordinary stores and fills no L4 checksum: for
 	// frames whose checksum is already right or not needed. SendUDP over
