@@ -89,3 +89,43 @@ func TestVerify(t *testing.T) {
 		t.Error("truncated frame: no error")
 	}
 }
+
+// FuzzVerify: VerifyFrame never panics and agrees with FillFrame: a frame
+// FillFrame accepts verifies Good afterwards, and Partial once its field
+// holds the pseudo-header sum.
+func FuzzVerify(f *testing.F) {
+	for _, v6 := range []bool{false, true} {
+		for _, n := range []int{0, 1, 100} {
+			fr, _ := udpFrame(&testing.T{}, v6, n)
+			f.Add(fr)
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		VerifyFrame(b)
+		fr := append([]byte(nil), b...)
+		if FillFrame(fr) != nil {
+			return
+		}
+		p, err := ipPayload(fr)
+		if err != nil {
+			t.Fatalf("FillFrame accepted what ipPayload refuses: %v", err)
+		}
+		seg, proto, pseudo, err := transport(p)
+		if err != nil {
+			t.Fatalf("FillFrame accepted what transport refuses: %v", err)
+		}
+		if v, err := VerifyFrame(fr); err != nil || v != Good {
+			t.Fatalf("after FillFrame: %s %v", v, err)
+		}
+		field := 6
+		if proto == ProtoTCP {
+			field = 16
+		}
+		binary.BigEndian.PutUint16(seg[field:], Fold(pseudo))
+		if v, _ := VerifyFrame(fr); v != Partial && v != Good {
+			// Good only when the segment sums to zero with its field at
+			// the pseudo-header sum (a right checksum equal to it).
+			t.Fatalf("pseudo-header sum in the field: %s", v)
+		}
+	})
+}
