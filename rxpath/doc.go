@@ -59,6 +59,19 @@
 // never dereferenced. The bounds and chain check is the pure function
 // behind [SplitPacket], which the package's fuzz test exercises.
 //
+// # Checksums the sender left unfinished
+//
+// The poller hands packets over as the XDP program saw them. A packet
+// that a peer on a software device (veth, netkit, tun/tap, macvlan,
+// ipvlan, a bridge) sent with checksum offload (its kernel with
+// tx-checksumming on, or an AF_XDP sender's TX metadata) arrives with
+// only the pseudo-header sum in its UDP or TCP checksum field: no device
+// finished it, and the kernel's "this checksum is to be trusted" mark does
+// not reach XDP. csum.VerifyTransport and csum.VerifyFrame tell such a
+// field (csum.Partial) from a wrong one (csum.Bad); xdprecv counts the two
+// apart. A receiver that answers or forwards the packet to anyone but its
+// own kernel must finish the checksum first (csum.FillTransport).
+//
 // # Shutting down
 //
 // Run returns when its context ends. The frames the poller lent to the

@@ -392,3 +392,22 @@ func mapRing(n int) ([]byte, func()) {
 	}
 	return b, func() { _ = unix.Munmap(b) }
 }
+
+// autoCopy is the copy the Auto policy uses for an n-byte payload:
+// ChooseCopy's answer, except that copy mode never gets NT stores, whatever
+// the table says. The kernel copies a copy-mode frame out of the UMEM on
+// this CPU during the kick, so NT stores would push to memory what is read
+// back at once; the destination counts as hot there, and a hot NT win in
+// the table would be noise.
+func (s *Sender) autoCopy(n int, offload bool) Method {
+	m := ChooseCopy(n, s.dec.ZeroCopy, offload)
+	if !s.dec.ZeroCopy {
+		switch m {
+		case MethodNT:
+			m = MethodCopy
+		case MethodNTSum:
+			m = MethodFused
+		}
+	}
+	return m
+}

@@ -3,11 +3,14 @@ package txpath
 import (
 	"bytes"
 	"math/rand/v2"
+	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/xdpkit/xdpkit/csum"
 	"github.com/xdpkit/xdpkit/nt"
+	"github.com/xdpkit/xdpkit/xsk"
 )
 
 func pt(size int, copyNs, ntNs, copySum, ntSum, fused float64) TablePoint {
@@ -116,6 +119,52 @@ func TestMeasureFrames(t *testing.T) {
 	}
 }
 
+// useTable makes ChooseCopy answer from tb until the test ends.
+func useTable(t *testing.T, tb *table) {
+	prepareOnce.Lock()
+	old := chosen.Swap(tb)
+	prepareOnce.Unlock()
+	t.Cleanup(func() { chosen.Store(old) })
+}
+
+// TestChooseCopyFollowsTable gives ChooseCopy a table whose four
+// (destination, checksum) columns all differ and checks that its answers
+// come from the right column at measured and unmeasured sizes: an
+// implementation that ignores coldDest or offload, or reads the wrong
+// bucket, fails here.
+func TestChooseCopyFollowsTable(t *testing.T) {
+	sizes := []int{64, 256, 1500, 4096, 65536}
+	var hot, cold []TablePoint
+	for _, n := range sizes {
+		f := float64(n)
+		// hot: copy and fused win; cold: NT and NT+sum win
+		hot = append(hot, pt(n, f, 3*f, 3*f, 3*f, 2*f))
+		c := pt(n, 3*f, f, 4*f, 2*f, 3*f)
+		c.Cold = true
+		cold = append(cold, c)
+	}
+	useTable(t, build(hot, cold, nt.Never))
+	for _, n := range []int{64, 100, 256, 1000, 1500, 1501, 4096, 9000, 65536} {
+		for _, tc := range []struct {
+			cold, offload bool
+			want          Method
+		}{
+			{false, true, MethodCopy},
+			{false, false, MethodFused},
+			{true, true, MethodNT},
+			{true, false, MethodNTSum},
+		} {
+			if got := ChooseCopy(n, tc.cold, tc.offload); got != tc.want {
+				t.Errorf("ChooseCopy(%d, cold %v, offload %v) = %s, want %s", n, tc.cold, tc.offload, got, tc.want)
+			}
+		}
+	}
+}
+
+// TestChooseCopy checks the real measurement: every answer is a method
+// for its case (offload: copy, NT or fused; software: one that sums),
+// nothing NT below nt.Copy's 256-byte cut-over, ChooseCopy agrees with the
+// table it reports, and a lookup allocates nothing.
 func TestChooseCopy(t *testing.T) {
 	Prepare()
 	pts := ChooseTable()
@@ -123,17 +172,154 @@ func TestChooseCopy(t *testing.T) {
 		t.Fatalf("%d points, want %d", len(pts), 2*len(tableSizes))
 	}
 	for _, p := range pts {
-		if got := ChooseCopy(p.Size, p.Cold, true); got != p.Offload {
-			t.Errorf("ChooseCopy(%d, cold %v, offload) = %s, measured best %s", p.Size, p.Cold, got, p.Offload)
+		off, soft := ChooseCopy(p.Size, p.Cold, true), ChooseCopy(p.Size, p.Cold, false)
+		if off != p.Offload || soft != p.Soft {
+			t.Errorf("ChooseCopy(%d, cold %v) = %s / %s, table %s / %s", p.Size, p.Cold, off, soft, p.Offload, p.Soft)
 		}
-		if got := ChooseCopy(p.Size, p.Cold, false); got != p.Soft {
-			t.Errorf("ChooseCopy(%d, cold %v, software) = %s, measured best %s", p.Size, p.Cold, got, p.Soft)
+		if off.Sums() && off != MethodFused || !soft.Sums() || p.Size < ntMin && (off.NT() || soft.NT()) {
+			t.Errorf("ChooseCopy(%d, cold %v): %s with offload, %s without", p.Size, p.Cold, off, soft)
+		}
+		for _, m := range Methods {
+			if p.Ns[m] <= 0 {
+				t.Errorf("size %d cold %v: %s not measured", p.Size, p.Cold, m)
+			}
 		}
 		t.Logf("cold %-5v %6d B: copy %.0f nt %.0f copy+sum %.0f nt+sum %.0f fused %.0f ns -> %s / %s", p.Cold, p.Size,
 			p.Ns[MethodCopy], p.Ns[MethodNT], p.Ns[MethodCopySum], p.Ns[MethodNTSum], p.Ns[MethodFused], p.Offload, p.Soft)
 	}
 	if a := testing.AllocsPerRun(100, func() { ChooseCopy(1500, true, false) }); a != 0 {
 		t.Errorf("ChooseCopy allocates %v", a)
+	}
+}
+
+// TestCopyModeNoNT: the Auto policy never copies with NT stores in copy
+// mode, even when ChooseCopy's table says NT wins everywhere (hot and
+// cold); in zero-copy mode the same table gives NT copies, so the table
+// is in use. Counted by Stats.NTCopies.
+func TestCopyModeNoNT(t *testing.T) {
+	var hot, cold []TablePoint
+	for _, n := range []int{64, 256, 1500, 4096, 65536} {
+		f := float64(n)
+		hot = append(hot, pt(n, 3*f, f, 4*f, 2*f, 3*f))
+		c := pt(n, 3*f, f, 4*f, 2*f, 3*f)
+		c.Cold = true
+		cold = append(cold, c)
+	}
+	useTable(t, build(hot, cold, 1))
+	flow4, err := NewUDPFlow(macA, macB, src4, dst4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes := []int{64, 300, 1000, 1500, 1900}
+	for _, tc := range []struct {
+		name   string
+		zc     bool
+		dev    Device
+		wantNT bool
+	}{
+		{"copy/offload", false, Device{TxCsumOffload: true}, false},
+		{"copy/software", false, Device{}, false},
+		{"copy/veth", false, Device{TxCsumOffload: true, Software: true, Kind: "veth"}, false},
+		{"zerocopy/offload", true, Device{XSKTxChecksum: true}, true},
+		{"zerocopy/software", true, Device{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newFake(t, fakeCfg{meta: true, zc: tc.zc, frames: 512, cfg: Config{Device: &tc.dev, BatchSize: 8}})
+			for range 3 {
+				for _, n := range sizes {
+					if err := s.SendUDP(flow4, Options{}, make([]byte, n)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := s.Drain(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			st := s.Stats()
+			if got := st.NTCopies > 0; got != tc.wantNT || !tc.wantNT && (st.NTCopies != 0 || st.Fences != 0) {
+				t.Errorf("%d NT copies, %d fences of %d packets (%s)", st.NTCopies, st.Fences, st.Packets, s.Decision())
+			}
+		})
+	}
+}
+
+// TestDecideSoftwareDevice: on a software device with tx-checksumming on,
+// Auto sums in software, an explicit Offload is obeyed with a warning, NT
+// sums in software; with XDP_UMEM_TX_SW_CSUM Auto takes the cheaper of
+// the two software sums; a NIC keeps offload.
+func TestDecideSoftwareDevice(t *testing.T) {
+	veth := Device{TxCsumOffload: true, Software: true, Kind: "veth"}
+	never := func() int { return 0 }
+	cheapFused := func() (float64, float64) { return 10, 20 }
+	cheapKernel := func() (float64, float64) { return 20, 10 }
+	for _, tc := range []struct {
+		name                string
+		want                Policy
+		swCsum              bool
+		dev                 Device
+		costs               func() (float64, float64)
+		got                 Policy
+		canOffload, warning bool
+	}{
+		{"veth/auto", Auto, false, veth, nil, Software, false, false},
+		{"veth/offload", Offload, false, veth, nil, Offload, false, true},
+		{"veth/nt", NT, false, veth, nil, NT, false, false},
+		{"veth/software", Software, false, veth, nil, Software, false, false},
+		{"veth-tx-off/auto", Auto, false, Device{Software: true, Kind: "veth"}, nil, Software, true, false},
+		{"veth-swcsum/auto-fused", Auto, true, veth, cheapFused, Software, true, false},
+		{"veth-swcsum/auto-kernel", Auto, true, veth, cheapKernel, Offload, true, false},
+		{"veth-swcsum/offload", Offload, true, veth, cheapFused, Offload, true, false},
+		{"nic/auto", Auto, false, Device{TxCsumOffload: true, Kind: "mlx5_core"}, nil, Offload, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := decideUMEM(tc.want, false, true, tc.swCsum, tc.dev, never, tc.costs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Policy != tc.got || d.CanOffload != tc.canOffload || (d.Warning != "") != tc.warning || d.Reason == "" {
+				t.Errorf("%+v", d)
+			}
+			if tc.warning && !strings.Contains(d.String(), "WARNING") {
+				t.Errorf("String() does not warn: %s", d)
+			}
+			t.Log(d)
+		})
+	}
+}
+
+// TestAutoOnVethSendsFinishedChecksums: the datagrams the Auto policy
+// sends on a software device with tx-checksumming on carry no offload
+// request and a finished UDP checksum, over IPv4 and IPv6.
+func TestAutoOnVethSendsFinishedChecksums(t *testing.T) {
+	veth := Device{TxCsumOffload: true, Software: true, Kind: "veth"}
+	for _, dst := range []netip.AddrPort{dst4, dst6} {
+		src := src4
+		if dst.Addr().Is6() {
+			src = src6
+		}
+		flow, err := NewUDPFlow(macA, macB, src, dst, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, p := newFake(t, fakeCfg{meta: true, cfg: Config{Device: &veth, BatchSize: 8}})
+		bad := 0
+		p.onPacket = func(descs []xsk.Desc) {
+			d := descs[0]
+			if v, err := csum.VerifyFrame(s.u.Frame(d.Addr)[:d.Len]); d.Options&xsk.OptTxMetadata != 0 || v != csum.Good || err != nil {
+				bad++
+			}
+		}
+		for _, n := range []int{16, 300, 1400} {
+			if err := s.SendUDP(flow, Options{}, make([]byte, n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if st := s.Stats(); bad != 0 || st.Offloaded != 0 || st.Completed != 3 {
+			t.Errorf("%s: %d bad, %+v (%s)", dst, bad, st, s.Decision())
+		}
 	}
 }
 
@@ -200,7 +386,7 @@ func TestSenderAuto(t *testing.T) {
 				if err := s.SendUDP(flow, Options{}, pl); err != nil {
 					t.Fatal(err)
 				}
-				if ChooseCopy(n, tc.zc, tc.offload).NT() {
+				if tc.zc && ChooseCopy(n, tc.zc, tc.offload).NT() {
 					wantNT++
 				}
 			}

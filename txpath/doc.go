@@ -37,9 +37,17 @@
 //   - Copy mode (every veth socket): NT stores never. The kernel copies the
 //     frame out of the UMEM into an skb on the sending CPU during the kick,
 //     so NT stores would push to memory what is read back at once.
-//     Checksum: Offload when tx-checksumming is on (the kernel marks the skb
-//     CHECKSUM_PARTIAL and the device completes it; veth passes it on
-//     unfinished, and the receiver trusts it), Software otherwise.
+//     Checksum: on a NIC, Offload when tx-checksumming is on (the kernel
+//     marks the skb CHECKSUM_PARTIAL and the device completes it), Software
+//     otherwise. On a software device (veth, netkit, tun/tap, macvlan,
+//     ipvlan, bridge: [Device].Software) an offloaded checksum is never
+//     finished: the frame leaves with the pseudo-header sum in its field,
+//     which a kernel stack behind it trusts but an XDP program or AF_XDP
+//     socket reads as it is ([csum.Verdict] Partial). Auto then sums in
+//     software, or, on a UMEM registered with XDP_UMEM_TX_SW_CSUM, lets the
+//     kernel sum when [ChooseTable]'s measurement says that is cheaper. An
+//     explicit Offload is obeyed there, and [Decision].Warning says what an
+//     XDP receiver will see.
 //   - Zero-copy: Offload when the driver has the xsk tx-checksum feature,
 //     with NT stores from the size at which nt's calibration says they win
 //     (the NIC reads the frame by DMA; the CPU does not read it again);
@@ -49,8 +57,9 @@
 // payload's size (ordinary, NT, fused checksum-and-copy, or a copy followed
 // by a sum), from a table that the process measures once, on this host,
 // when the first Auto Sender is made (about 0.25 s; [Prepare] does it
-// earlier). In copy mode the destination counts as hot, and NT stores are
-// never chosen for hot destinations: they lost at every size measured.
+// earlier). In copy mode the destination counts as hot, and Auto never
+// copies with NT stores there, whatever the table says (Stats.NTCopies
+// stays 0; TestCopyModeNoNT).
 //
 // Offload needs a UMEM with TxMetadataLen >= umem.TxMetadataSize. The
 // packet then starts TxMetadataLen (plus Config.Headroom) bytes into each

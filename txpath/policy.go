@@ -18,15 +18,18 @@ const (
 	// pre-filled with the pseudo-header sum; the device, or in copy mode
 	// the kernel, completes it. Payloads are copied with NT stores from the
 	// Sender's NT threshold on (Decision.NTFrom), with ordinary stores
-	// below it. The UMEM needs TxMetadataLen >= umem.TxMetadataSize.
+	// below it. The UMEM needs TxMetadataLen >= umem.TxMetadataSize. On a
+	// software device (veth, ...) with tx-checksumming on, nothing
+	// finishes the checksum: Decision.Warning says so.
 	Offload
 	// Software computes the checksum in the same pass as the copy
 	// (csum.CopyAndSum, ordinary stores) and writes it into the header.
 	Software
 	// NT forces nontemporal stores for every payload copy (nt.Copy), like
 	// MSG_NTCOPY: for data the CPU will not read again. The checksum is
-	// offloaded when the Sender can offload, else summed in software from
-	// the source slices (which the CPU has in cache), not from the frame.
+	// offloaded when offload finishes it on this socket
+	// (Decision.CanOffload), else summed in software from the source
+	// slices (which the CPU has in cache), not from the frame.
 	NT
 	// Plain copies with ordinary stores and fills no L4 checksum: for
 	// frames whose checksum is already right or not needed. SendUDP over
@@ -69,6 +72,15 @@ type Device struct {
 	// XSKTxChecksum: the driver honours XDP_TXMD_FLAGS_CHECKSUM on
 	// zero-copy AF_XDP sockets (netdev xsk-features tx-checksum).
 	XSKTxChecksum bool
+	// Software: the device's checksum offload is software that finishes
+	// nothing (veth, netkit, tun/tap, macvlan, ipvlan, bridge, dummy): it
+	// passes the CHECKSUM_PARTIAL skb on with only the pseudo-header sum
+	// in the checksum field. A kernel stack behind it accepts the frame;
+	// an XDP program or AF_XDP socket sees the unfinished field.
+	Software bool
+	// Kind names the device kind or driver ("veth", "mlx5_core", ...),
+	// for Decision's reasons.
+	Kind string
 }
 
 // Decision is the policy a Sender uses by default, and why.
@@ -77,12 +89,25 @@ type Decision struct {
 	// NTFrom is the payload size from which the Offload policy copies with
 	// nontemporal stores; 0 means never.
 	NTFrom int
-	// CanOffload reports whether checksum offload through TX metadata is
-	// possible on this socket (and so whether the NT policy offloads).
+	// CanOffload reports whether checksum offload through TX metadata
+	// gives a finished checksum on the wire on this socket (and so
+	// whether the NT policy offloads).
 	CanOffload bool
-	ZeroCopy   bool
-	Device     Device
-	Reason     string
+	// Unfinished reports that an offload request on this socket leaves
+	// the wire with an unfinished checksum (the pseudo-header sum): a
+	// software device with tx-checksumming on, without
+	// XDP_UMEM_TX_SW_CSUM. Auto then sums in software; an explicit
+	// Offload is obeyed, with Warning set.
+	Unfinished bool
+	// SwCsum reports that the UMEM has XDP_UMEM_TX_SW_CSUM: the kernel
+	// finishes requested checksums in software.
+	SwCsum   bool
+	ZeroCopy bool
+	Device   Device
+	Reason   string
+	// Warning is set when the policy sends frames whose checksum an XDP
+	// receiver will find unfinished.
+	Warning string
 }
 
 func (d Decision) String() string {
@@ -90,19 +115,51 @@ func (d Decision) String() string {
 	if d.NTFrom > 0 {
 		nt = fmt.Sprintf("from %d B", d.NTFrom)
 	}
-	return fmt.Sprintf("txpath: %s (NT stores %s): %s", d.Policy, nt, d.Reason)
+	s := fmt.Sprintf("txpath: %s (NT stores %s): %s", d.Policy, nt, d.Reason)
+	if d.Warning != "" {
+		s += "; WARNING: " + d.Warning
+	}
+	return s
 }
 
-// decide resolves the policy. want is the configured policy, metadata
-// whether the UMEM has a TX metadata area, ntThreshold the calibrated NT
-// threshold (or nt.Never), asked only when needed.
+// decide resolves the policy for a UMEM without XDP_UMEM_TX_SW_CSUM. want
+// is the configured policy, metadata whether the UMEM has a TX metadata
+// area, ntThreshold the calibrated NT threshold (or nt.Never), asked only
+// when needed.
 func decide(want Policy, zc, metadata bool, dev Device, ntThreshold func() int) (Decision, error) {
-	d := Decision{ZeroCopy: zc, Device: dev}
+	return decideUMEM(want, zc, metadata, false, dev, ntThreshold, nil)
+}
+
+// swCosts returns what ChooseTable measured for a 1500-byte payload into
+// a hot frame: the fused copy-and-sum, and a copy followed by a second
+// pass that sums (what XDP_UMEM_TX_SW_CSUM makes the kernel do after its
+// copy into the skb, with its own, generic, checksum code).
+func swCosts() (fused, copySum float64) {
+	for _, p := range ChooseTable() {
+		if !p.Cold && p.Size == 1500 {
+			return p.Ns[MethodFused], p.Ns[MethodCopySum]
+		}
+	}
+	return 0, 0
+}
+
+// decideUMEM is decide with swCsum, whether the UMEM has
+// XDP_UMEM_TX_SW_CSUM, and costs, which measures the fused software sum
+// against a copy plus a summing pass (asked only when Auto must choose
+// between them; nil means swCosts).
+func decideUMEM(want Policy, zc, metadata, swCsum bool, dev Device, ntThreshold func() int, costs func() (float64, float64)) (Decision, error) {
+	d := Decision{ZeroCopy: zc, Device: dev, SwCsum: swCsum && !zc}
 	var why []string
+	kind := dev.Kind
+	if kind == "" {
+		kind = "this device"
+	}
 	// In copy mode the kernel builds an skb and marks it CHECKSUM_PARTIAL:
-	// the device finishes the checksum, or the stack does in software
-	// when the device cannot. In zero-copy mode the driver must support
-	// the request itself.
+	// a NIC's driver has the hardware finish the checksum; the stack
+	// finishes it in software when the device does not offload; a
+	// software device (veth, ...) passes it on unfinished. With
+	// XDP_UMEM_TX_SW_CSUM the kernel finishes it while building the skb.
+	// In zero-copy mode the driver must support the request itself.
 	switch {
 	case !metadata:
 		why = append(why, "the UMEM has no TX metadata area (TxMetadataLen < umem.TxMetadataSize), so no checksum offload")
@@ -111,6 +168,13 @@ func decide(want Policy, zc, metadata bool, dev Device, ntThreshold func() int) 
 	case zc:
 		d.CanOffload = true
 		why = append(why, "zero-copy with xsk tx-checksum: the NIC completes the checksum")
+	case d.SwCsum:
+		d.CanOffload = true
+		why = append(why, "copy mode and XDP_UMEM_TX_SW_CSUM: the kernel finishes requested checksums in software while it builds the skb")
+	case dev.Software && dev.TxCsumOffload:
+		d.Unfinished = true
+		why = append(why, fmt.Sprintf("copy mode on %s, a software device, with tx-checksumming on: an offloaded checksum would leave unfinished "+
+			"(CHECKSUM_PARTIAL, the pseudo-header sum in the field) and only a kernel stack would accept it, not an XDP program or AF_XDP socket", kind))
 	case dev.TxCsumOffload:
 		d.CanOffload = true
 		why = append(why, "copy mode and tx-checksumming on: the kernel marks the skb CHECKSUM_PARTIAL and the device completes it")
@@ -129,27 +193,58 @@ func decide(want Policy, zc, metadata bool, dev Device, ntThreshold func() int) 
 	} else if !zc {
 		why = append(why, "copy mode: the kernel copies the frame out of the UMEM on this CPU at once, so NT stores would push to memory what is read back right away")
 	}
+	unfinishedWarning := func(p Policy) string {
+		return fmt.Sprintf("%s on %s (a software device) with tx-checksumming on sends unfinished checksums: "+
+			"an XDP program or AF_XDP socket behind it sees the pseudo-header sum in the checksum field (csum.Partial tells it from a wrong one); "+
+			"use the software policy, turn tx-checksumming off, or register the UMEM with TxSwCsum", p, kind)
+	}
 	switch want {
 	case Auto:
-		// Offload when something other than the stack's software fallback
-		// completes the checksum; else the fused copy-and-sum.
-		if d.CanOffload && (zc || dev.TxCsumOffload) {
+		switch {
+		case d.CanOffload && zc:
 			d.Policy = Offload
-		} else {
+		case d.CanOffload && d.SwCsum && dev.Software:
+			// Both finish the checksum in software: ours in the copy's
+			// pass, or the kernel's after its copy. Take the cheaper.
+			if costs == nil {
+				costs = swCosts
+			}
+			fused, copySum := costs()
+			if copySum > 0 && copySum < fused {
+				d.Policy = Offload
+				why = append(why, fmt.Sprintf("software device: XDP_UMEM_TX_SW_CSUM (a copy, then the kernel's summing pass: %.0f ns at 1500 B) beats the fused copy-and-sum (%.0f ns; txpath.ChooseTable)", copySum, fused))
+			} else {
+				d.Policy = Software
+				why = append(why, fmt.Sprintf("software device: the fused copy-and-sum (%.0f ns at 1500 B) beats XDP_UMEM_TX_SW_CSUM, a copy and then the kernel's summing pass (%.0f ns; txpath.ChooseTable)", fused, copySum))
+			}
+		case d.CanOffload && dev.TxCsumOffload:
+			// Offload when something other than the stack's software
+			// fallback completes the checksum.
+			d.Policy = Offload
+		case d.Unfinished:
+			d.Policy = Software
+			why = append(why, "so the checksum is summed in software, in the copy's pass")
+		default:
 			d.Policy = Software
 		}
 	case Offload:
 		if !metadata {
 			return d, fmt.Errorf("%w: offload policy", ErrNoMetadata)
 		}
-		if !d.CanOffload {
+		if !d.CanOffload && !d.Unfinished {
 			return d, fmt.Errorf("%w: offload policy: %s", ErrNotSupported, strings.Join(why, "; "))
 		}
 		d.Policy = Offload
 		why = append([]string{"offload configured"}, why...)
+		if d.Unfinished {
+			d.Warning = unfinishedWarning(Offload)
+		}
 	case Software, NT, Plain:
 		d.Policy = want
 		why = append([]string{want.String() + " configured"}, why...)
+		if want == NT && d.Unfinished {
+			why = append(why, "so NT sums in software")
+		}
 	default:
 		return d, fmt.Errorf("%w: %d", ErrPolicy, int(want))
 	}

@@ -191,7 +191,7 @@ func newSender(u *umem.UMEM, p port, zc, sg bool, c *Config, txSize, compSize in
 		}
 		return max(nt.Default().Threshold, 0)
 	}
-	dec, err := decide(c.Policy, zc, meta, dev, threshold)
+	dec, err := decideUMEM(c.Policy, zc, meta, u.TxSwCsum(), dev, threshold, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -455,7 +455,7 @@ func (s *Sender) policy(p Policy) (Policy, error) {
 		if !s.meta {
 			return p, ErrNoMetadata
 		}
-		if !s.dec.CanOffload {
+		if !s.dec.CanOffload && !s.dec.Unfinished {
 			return p, fmt.Errorf("%w: checksum offload on this socket", ErrNotSupported)
 		}
 	case Software, NT, Plain:

@@ -153,7 +153,7 @@ func (s *Sender) SendUDP(f *UDPFlow, opts Options, payload ...[]byte) error {
 
 	mode, offload := s.mode(pol, n, k)
 	if s.auto && opts.Policy == Auto && k == 1 {
-		mode = autoMode(ChooseCopy(n, s.dec.ZeroCopy, offload))
+		mode = autoMode(s.autoCopy(n, offload))
 	}
 	sum := s.gather(segs, f.hdrLen, payload, mode, 0)
 	var opt uint32

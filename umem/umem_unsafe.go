@@ -14,7 +14,7 @@ import (
 // Constants of include/uapi/linux/if_xdp.h that golang.org/x/sys lacks.
 const (
 	xdpPacketHeadroom  = 256
-	umemTxSwCsum       = 1 << 1 // XDP_UMEM_TX_SW_CSUM (6.11)
+	umemTxSwCsum       = 1 << 1 // XDP_UMEM_TX_SW_CSUM (6.8)
 	umemTxMetadataLen  = 1 << 2 // XDP_UMEM_TX_METADATA_LEN (6.11)
 	sizeofUmemReg      = 32
 	sizeofUmemRegNoMD  = 28 // before tx_metadata_len (6.8)
@@ -42,8 +42,14 @@ func (u *UMEM) register() error {
 		Flags:         u.flags,
 		TxMetadataLen: u.metaLen,
 	}
+	// Without flags or metadata, the original struct (every kernel reads
+	// it): the longer one only when its fields are needed.
+	size := uintptr(sizeofUmemReg)
+	if u.flags == 0 && u.metaLen == 0 {
+		size = sizeofUmemRegNoFlg
+	}
 	_, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(u.fd), unix.SOL_XDP, unix.XDP_UMEM_REG,
-		uintptr(unsafe.Pointer(&reg)), sizeofUmemReg, 0)
+		uintptr(unsafe.Pointer(&reg)), size, 0)
 	if e == 0 {
 		return nil
 	}
@@ -59,7 +65,7 @@ func (u *UMEM) register() error {
 			Err: err,
 		}
 	case errors.Is(e, unix.EINVAL) && u.flags&(umemTxMetadataLen|umemTxSwCsum) != 0:
-		return fmt.Errorf("%w: TX metadata or TX_SW_CSUM (Linux 6.11): %w", ErrNotSupported, err)
+		return fmt.Errorf("%w: TX metadata (XDP_UMEM_TX_METADATA_LEN, Linux 6.11) or XDP_UMEM_TX_SW_CSUM (6.8): %w", ErrNotSupported, err)
 	}
 	return fmt.Errorf("umem: %w", err)
 }

@@ -14,6 +14,7 @@ type DeviceInfo struct {
 	Name   string
 	Index  int
 	Driver string // ETHTOOL_GDRVINFO driver, "" when the device has none (lo)
+	Kind   string // rtnetlink link kind ("veth", "macvlan", "device", ...)
 
 	// HardwareAddr is the device's MAC address: the source address of
 	// the frames a socket on it sends.
@@ -46,6 +47,16 @@ type DeviceInfo struct {
 func (i DeviceInfo) String() string {
 	return fmt.Sprintf("%s (ifindex %d, driver %q, mac %v, %d rx/%d tx queues, mtu %d, tx-csum %v, xdp [%v], xsk [%v], from %s)",
 		i.Name, i.Index, i.Driver, i.HardwareAddr, i.RxQueues, i.TxQueues, i.MTU, i.TxCsumOffload, i.XDPFeatures, i.XSKFeatures, i.FeaturesFrom)
+}
+
+// SoftwareChecksum reports whether the device is a software device (veth,
+// netkit, tun/tap, macvlan, ipvlan, bridge, ...) whose TX checksum
+// "offload" only marks the packet CHECKSUM_PARTIAL and hands it on
+// unfinished, and why. An XDP program or AF_XDP socket behind such a
+// device sees the pseudo-header sum in the checksum field. Physical NIC
+// drivers, whose hardware finishes the checksum, report false.
+func (i DeviceInfo) SoftwareChecksum() (bool, string) {
+	return netdev.Info{Kind: i.Kind, Driver: i.Driver}.SoftwareChecksum()
 }
 
 // XDPFeatures are the XDP features of a device (NETDEV_XDP_ACT_*).
@@ -106,7 +117,7 @@ func Device(name string) (DeviceInfo, error) {
 		return DeviceInfo{}, fmt.Errorf("%w: %q: %w", ErrNoDevice, name, err)
 	}
 	return DeviceInfo{
-		Name: i.Name, Index: i.Index, Driver: i.Driver, HardwareAddr: ifi.HardwareAddr,
+		Name: i.Name, Index: i.Index, Driver: i.Driver, Kind: i.Kind, HardwareAddr: ifi.HardwareAddr,
 		RxQueues: i.RxQueues, TxQueues: i.TxQueues, QueuesFrom: i.QueuesFrom,
 		MTU: i.MTU, TxCsumOffload: i.TxCsumOffload,
 		XDPFeatures:        XDPFeatures(i.XDPFeatures),

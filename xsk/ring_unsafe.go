@@ -107,14 +107,19 @@ func (r *ring) unmap() error {
 	return nil
 }
 
-// Statistics (struct xdp_statistics, Linux 5.9 layout).
-func getStats(fd int) (Stats, error) {
+// statsSize is the size of struct xdp_statistics since Linux 5.9.
+const statsSize = uint32(unsafe.Sizeof(Stats{}))
+
+// Statistics (struct xdp_statistics, Linux 5.9 layout). n is how many
+// bytes the kernel filled: 24 before 5.9, which has only the first three
+// counters.
+func getStats(fd int) (Stats, uint32, error) {
 	var s Stats
-	size := uint32(unsafe.Sizeof(s))
+	size := statsSize
 	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_XDP, unix.XDP_STATISTICS,
 		uintptr(unsafe.Pointer(&s)), uintptr(unsafe.Pointer(&size)), 0)
 	if e != 0 {
-		return Stats{}, os.NewSyscallError("getsockopt(XDP_STATISTICS)", e)
+		return Stats{}, 0, os.NewSyscallError("getsockopt(XDP_STATISTICS)", e)
 	}
-	return s, nil
+	return s, size, nil
 }

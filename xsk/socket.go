@@ -74,7 +74,10 @@ type Config struct {
 	BusyPollTimeout time.Duration
 	BusyPollBudget  int
 	// MaxTXBudget sets XDP_MAX_TX_SKB_BUDGET: how many frames one copy-mode
-	// sendto may send (the kernel's default is 32).
+	// sendto may send (the kernel's default is 32). The kernel takes
+	// 32..TXSize; New fails with ErrTXBudget outside that range. A kernel
+	// without the option (before Linux 6.17) keeps its default: the socket
+	// works and Features().TXBudget says 0.
 	MaxTXBudget uint32
 	// BindTimeout bounds how long New retries a bind that fails with
 	// EBUSY (the kernel frees a queue some 20 ms after its socket closed).
@@ -110,6 +113,7 @@ type Socket struct {
 	zc        bool
 	wakeup    bool // XDP_USE_NEED_WAKEUP
 	sg        bool
+	features  Features // optional kernel features in use
 
 	fill FillRing
 	comp CompletionRing
@@ -146,6 +150,9 @@ func New(ifname string, queue int, u *umem.UMEM, cfg *Config) (*Socket, error) {
 	}
 	if u == nil {
 		return nil, errors.New("xsk: nil UMEM")
+	}
+	if err := checkTXBudget(&c); err != nil {
+		return nil, err
 	}
 	if queue < 0 {
 		return nil, fmt.Errorf("%w: queue %d", ErrQueue, queue)
@@ -234,6 +241,7 @@ func (s *Socket) init(c *Config) error {
 		return fmt.Errorf("xsk: %w", os.NewSyscallError("getsockopt(XDP_OPTIONS)", err))
 	}
 	s.zc = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
+	s.probeStats()
 	return nil
 }
 
@@ -260,18 +268,12 @@ func (s *Socket) setOptions(c *Config) error {
 		}
 	}
 	if c.MaxTXBudget > 0 {
-		if err := set(unix.SOL_XDP, xdpMaxTxSkbBudget, int(c.MaxTXBudget), "XDP_MAX_TX_SKB_BUDGET"); err != nil {
-			if errors.Is(err, unix.ENOPROTOOPT) {
-				return fmt.Errorf("%w: XDP_MAX_TX_SKB_BUDGET (Linux 6.15): %w", ErrNotSupported, err)
-			}
+		if err := s.setTXBudget(c); err != nil {
 			return err
 		}
 	}
 	return nil
 }
-
-// XDP_MAX_TX_SKB_BUDGET (Linux 6.15), missing from golang.org/x/sys.
-const xdpMaxTxSkbBudget = 9
 
 func (s *Socket) bind(c *Config) error {
 	var flags uint16
@@ -337,6 +339,10 @@ func (s *Socket) bindError(c *Config, err error) error {
 	case errors.Is(err, unix.EINVAL):
 		if n, qerr := queueCount(s.ifname); qerr == nil && s.queue >= n {
 			return fmt.Errorf("%w: %s, which has %d: %w", ErrQueue, where, n, err)
+		}
+		if c.MultiBuffer && s.first {
+			// Before Linux 6.6 bind refuses the unknown XDP_USE_SG flag.
+			return fmt.Errorf("%w: multi-buffer (XDP_USE_SG, Linux 6.6) on %s: %w", ErrNotSupported, where, err)
 		}
 	}
 	return caps.Wrap("xsk: bind "+where, caps.NetAdmin, err)
@@ -569,8 +575,11 @@ func (s *Socket) Stats() (Stats, error) {
 		return Stats{}, os.ErrClosed
 	}
 	defer s.g.exit()
-	st, err := getStats(s.fd)
+	st, _, err := getStats(s.fd)
 	if err != nil {
+		if s.features.Stats == StatsNone {
+			return st, fmt.Errorf("xsk: %w: %w", ErrNotSupported, err)
+		}
 		return st, fmt.Errorf("xsk: %w", err)
 	}
 	return st, nil

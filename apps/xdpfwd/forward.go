@@ -39,6 +39,11 @@ type port struct {
 	hasDst, hasLearned bool
 
 	inflight int // produced on the TX ring, not completed
+
+	// software: the port is a software device (veth, ...), whose
+	// senders' offloaded checksums arrive unfinished: the forwarder
+	// finishes them, as the kernel's forwarding path would.
+	software bool
 }
 
 // counters are updated by the poller goroutine and read by the status line.
@@ -47,6 +52,7 @@ type counters struct {
 	ttlExpired, icmpSent, icmpLimited      atomic.Uint64
 	noRoute, noNeighbour, notRoutable      atomic.Uint64
 	notIP, parseErrors, txFull, noRoomICMP atomic.Uint64
+	partialFinished                        atomic.Uint64
 }
 
 func (c *counters) drops() uint64 {
@@ -78,6 +84,20 @@ func (f *forwarder) Receive(p *rxpath.Packet) {
 	f.handle(p, in)
 	if f.pending >= f.batch {
 		f.flush()
+	}
+}
+
+// finishPartial finishes a UDP or TCP checksum that a sender behind a
+// software device left partial (the field holds the pseudo-header sum,
+// csum.Partial): the kernel would have finished it on the way out, and a
+// receiver behind the forwarder is not told it is partial. A wrong
+// checksum that happens to equal the pseudo-header sum (1 in 65535) is
+// finished too.
+func (f *forwarder) finishPartial(ip []byte) {
+	if v, err := csum.VerifyTransport(ip); err == nil && v == csum.Partial {
+		if csum.FillTransport(ip) == nil {
+			f.c.partialFinished.Add(1)
+		}
 	}
 }
 
@@ -151,6 +171,9 @@ func (f *forwarder) handle(p *rxpath.Packet, in *port) {
 			f.c.noNeighbour.Add(1) // nothing learned on the out-interface yet
 			return
 		}
+	}
+	if in.software && fr.L4 != 0 && !fr.Fragment && (fr.Proto == pkt.ProtoUDP || fr.Proto == pkt.ProtoTCP) {
+		f.finishPartial(b[fr.L3 : fr.L3+fr.IPLen])
 	}
 	pkt.SetMACs(b, dst, out.mac)
 	out.pend = p.Keep(out.pend)
@@ -318,6 +341,7 @@ type Summary struct {
 	NotIP           uint64
 	ParseErrors     uint64
 	TXRingFull      uint64
+	PartialFinished uint64 // UDP/TCP checksums left partial by the sender, finished here
 	RouteLookups    uint64
 	XDP             []PortXDP
 	Poller          string
@@ -393,7 +417,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		q.addr4, q.addr6 = ifaceAddrs(ifi)
 		f.ports = append(f.ports, q)
 		sz := uint32(c.ring)
-		q.sock, err = xsk.New(name, c.queue, u, &xsk.Config{RXSize: sz, TXSize: sz, FillSize: sz, CompletionSize: sz, MaxTXBudget: 256})
+		q.sock, err = xsk.New(name, c.queue, u, &xsk.Config{RXSize: sz, TXSize: sz, FillSize: sz, CompletionSize: sz, MaxTXBudget: min(256, sz)})
 		if err != nil {
 			return fail(fmt.Errorf("socket on %s queue %d: %w", name, c.queue, err))
 		}
@@ -427,6 +451,19 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	sum := &Summary{Mode: c.mode, In: c.in, Out: c.out, AttachMode: f.ports[0].prog.Mode().String(), ZeroCopy: socks[0].ZeroCopy()}
 	fmt.Printf("xdpfwd: ready: %s %s -> %s, queue %d, attach %s, zero-copy %v, %d frames\n",
 		c.mode, c.in, c.out, c.queue, sum.AttachMode, sum.ZeroCopy, c.frames)
+	for _, q := range f.ports {
+		via := "bpf_link"
+		if !q.prog.BPFLink() {
+			via = "attached through rtnetlink (no XDP bpf_link: stays attached if killed)"
+		}
+		from := "?"
+		if info, err := xsk.Device(q.name); err == nil {
+			from = info.FeaturesFrom
+			q.software, _ = info.SoftwareChecksum()
+		}
+		fmt.Printf("xdpfwd: %s: kernel features: %s; XDP %s; device facts from %s; finishes partial checksums %v\n",
+			q.name, q.sock.Features(), via, from, q.software)
+	}
 
 	if c.metrics != "" {
 		addr, err := cli.ServeMetrics(ctx, c.metrics, "xdpfwd", f.metrics(poller))
@@ -462,6 +499,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	sum.Seconds = el.Seconds()
 	sum.Received = st.Packets
 	sum.Forwarded = f.c.forwarded.Load()
+	sum.PartialFinished = f.c.partialFinished.Load()
 	sum.Bytes = f.c.bytes.Load()
 	sum.Mpps = float64(sum.Forwarded) / el.Seconds() / 1e6
 	sum.TTLExpired, sum.ICMPSent = f.c.ttlExpired.Load(), f.c.icmpSent.Load()

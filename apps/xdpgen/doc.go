@@ -7,9 +7,19 @@
 // number per flow) followed by a pattern that depends on the sequence
 // number, which xdprecv checks: loss, reordering, duplicates, corruption.
 //
-// Kernel: Linux 6.6 or later (AF_XDP TX with need_wakeup); the offload
-// policy needs AF_XDP TX metadata (6.8+); root or CAP_NET_ADMIN,
-// CAP_NET_RAW and CAP_IPC_LOCK. No XDP program is needed to send.
+// Kernel: Linux 5.4 or later (AF_XDP TX with need_wakeup); the offload
+// policy needs AF_XDP TX metadata (the XDP_UMEM_TX_METADATA_LEN flag,
+// 6.11). Optional features are used where the kernel has them and the
+// "kernel features" line says which (XDP_MAX_TX_SKB_BUDGET 256: 6.17; the
+// netdev genetlink family: 6.3); see the README's kernel table. Root or
+// CAP_NET_ADMIN, CAP_NET_RAW and CAP_IPC_LOCK. No XDP program is needed to
+// send.
+//
+// The default policy is right for every receiver: on a software device
+// (veth, macvlan, bridge, tun/tap, ...) it sums in software, because an
+// offloaded checksum would leave the device unfinished and an XDP or
+// AF_XDP receiver would see it so. -policy offload there does what it
+// says, with a warning.
 //
 // Run:
 //

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +30,7 @@ type Summary struct {
 	Mpps, Mbps              float64
 	Policy                  string
 	PolicyReason            string
+	PolicyWarning           string // set when the policy sends checksums an XDP receiver finds unfinished
 	ZeroCopy                bool
 	Waits                   uint64 // times no frame or ring entry was free
 	Kicks                   uint64
@@ -62,7 +65,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		}
 	}
 
-	u, err := umem.New(&umem.Config{FrameSize: 2048, FrameCount: uint32(c.frames), TxMetadataLen: umem.TxMetadataSize})
+	u, umemNote, err := newUMEM(c)
 	if err != nil {
 		return nil, err
 	}
@@ -91,12 +94,20 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	}
 	dec := s.Decision()
 	sum := &Summary{Iface: c.iface, Src: c.srcAddr.String(), Dst: c.dstAddr.String(), DstMAC: c.nextMAC.String(),
-		Flows: c.flows, Policy: dec.Policy.String(), PolicyReason: dec.Reason, ZeroCopy: sock.ZeroCopy()}
+		Flows: c.flows, Policy: dec.Policy.String(), PolicyReason: dec.Reason, PolicyWarning: dec.Warning, ZeroCopy: sock.ZeroCopy()}
 	if c.policy != txpath.Auto {
 		sum.Policy = c.policy.String()
 	}
 	fmt.Printf("xdpgen: ready: %s -> %s via %s (%s), %d flow(s), policy %s\n", sum.Src, sum.Dst, c.iface, sum.DstMAC, c.flows, sum.Policy)
 	fmt.Printf("xdpgen: %s\n", dec)
+	from := "?"
+	if info, err := xsk.Device(c.iface); err == nil {
+		from = info.FeaturesFrom
+	}
+	fmt.Printf("xdpgen: kernel features: %s; UMEM %s; device facts from %s\n", sock.Features(), umemNote, from)
+	if dec.Warning != "" {
+		fmt.Fprintf(os.Stderr, "xdpgen: WARNING: %s\n", dec.Warning)
+	}
 
 	pps := c.pps
 	if c.bps > 0 {
@@ -248,4 +259,48 @@ func (g *gen) loop(ctx context.Context, count uint64, pps float64, batch int, se
 		bytes.Store(g.bytes)
 	}
 	return g.s.Flush()
+}
+
+// newUMEM registers the UMEM with a TX metadata area (for checksum
+// offload), and with XDP_UMEM_TX_SW_CSUM for the auto policy on a software
+// device, where the kernel's software checksum is one of the two ways to
+// right bytes (txpath.Decision picks the cheaper). A kernel that refuses
+// the flags (XDP_UMEM_TX_SW_CSUM: Linux 6.8; XDP_UMEM_TX_METADATA_LEN:
+// 6.11) gets a UMEM without them, and the policy sums in software. The
+// note says what was used.
+func newUMEM(c *config) (*umem.UMEM, string, error) {
+	swCsum := false
+	if c.policy == txpath.Auto {
+		if info, err := xsk.Device(c.iface); err == nil {
+			swCsum, _ = info.SoftwareChecksum()
+		}
+	}
+	cfg := umem.Config{FrameSize: 2048, FrameCount: uint32(c.frames), TxMetadataLen: umem.TxMetadataSize, TxSwCsum: swCsum}
+	var notes []string
+	for {
+		u, err := umem.New(&cfg)
+		if err == nil {
+			switch {
+			case cfg.TxSwCsum:
+				notes = append(notes, "TX metadata, XDP_UMEM_TX_SW_CSUM")
+			case cfg.TxMetadataLen > 0:
+				notes = append(notes, "TX metadata")
+			default:
+				notes = append(notes, "no TX metadata")
+			}
+			return u, strings.Join(notes, "; "), nil
+		}
+		switch {
+		case !errors.Is(err, umem.ErrNotSupported):
+			return nil, "", err
+		case cfg.TxSwCsum:
+			cfg.TxSwCsum = false
+			notes = append(notes, fmt.Sprintf("without XDP_UMEM_TX_SW_CSUM (%v)", err))
+		case cfg.TxMetadataLen > 0:
+			cfg.TxMetadataLen = 0
+			notes = append(notes, fmt.Sprintf("without TX metadata (%v)", err))
+		default:
+			return nil, "", err
+		}
+	}
 }

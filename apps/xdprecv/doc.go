@@ -7,8 +7,14 @@
 // The XDP program sends the UDP datagrams to -port (all UDP with -port 0)
 // to the socket; everything else goes on to the kernel.
 //
-// Kernel: Linux 6.6 or later (AF_XDP with need_wakeup, bpf_link XDP
-// attach); root or CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF and CAP_IPC_LOCK.
+// Kernel: Linux 6.6 or later (AF_XDP with need_wakeup); the XDP program is
+// attached as a bpf_link (5.9), through rtnetlink on kernels without XDP
+// links; the "kernel features" line says what was used. Root or
+// CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF and CAP_IPC_LOCK.
+//
+// A UDP checksum field that holds the pseudo-header sum (a sender behind a
+// software device offloaded it and nothing finished it) is counted as
+// PartialUDPCsum, not as bad, and the datagram is checked further.
 //
 // Run:
 //

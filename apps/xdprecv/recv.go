@@ -21,29 +21,34 @@ import (
 
 // Summary is xdprecv's final report.
 type Summary struct {
-	Iface        string
-	Seconds      float64
-	Packets      uint64 // every packet the socket got
-	Bytes        uint64
-	Valid        uint64 // generator packets with good checksums and pattern
-	Flows        int    // flows seen
-	Gaps         uint64 // sequence numbers skipped (lost, or late)
-	Late         uint64 // sequence numbers below the next expected (reordered or duplicated)
-	Lost         uint64 // Gaps - Late, at least 0
-	BadIPCsum    uint64
-	BadUDPCsum   uint64
-	BadPayload   uint64 // wrong pattern or size
-	Other        uint64 // not UDP, or not a generator payload
-	TTLMin       int
-	TTLMax       int
-	Mpps         float64
-	XDPDropped   uint64 // XDP_STATISTICS rx_dropped + rx_ring_full
-	FillEmpty    uint64
-	PcapPackets  uint64
-	Poller       string
-	CPUSeconds   float64
-	Accounting   string
-	AccountingOK bool
+	Iface      string
+	Seconds    float64
+	Packets    uint64 // every packet the socket got
+	Bytes      uint64
+	Valid      uint64 // generator packets with good checksums and pattern
+	Flows      int    // flows seen
+	Gaps       uint64 // sequence numbers skipped (lost, or late)
+	Late       uint64 // sequence numbers below the next expected (reordered or duplicated)
+	Lost       uint64 // Gaps - Late, at least 0
+	BadIPCsum  uint64
+	BadUDPCsum uint64 // wrong UDP checksums (not partial ones)
+	// PartialUDPCsum counts datagrams whose UDP checksum field holds the
+	// pseudo-header sum: offloaded by a sender behind a software device
+	// (veth, ...) and never finished (csum.Partial). They are not counted
+	// as bad, and their payload is checked.
+	PartialUDPCsum uint64
+	BadPayload     uint64 // wrong pattern or size
+	Other          uint64 // not UDP, or not a generator payload
+	TTLMin         int
+	TTLMax         int
+	Mpps           float64
+	XDPDropped     uint64 // XDP_STATISTICS rx_dropped + rx_ring_full
+	FillEmpty      uint64
+	PcapPackets    uint64
+	Poller         string
+	CPUSeconds     float64
+	Accounting     string
+	AccountingOK   bool
 }
 
 type receiver struct {
@@ -58,8 +63,22 @@ type receiver struct {
 	ttlMax int
 
 	packets, bytes, valid              atomic.Uint64
+	ready                              func() // called after the poller's first round
+	readyDone                          atomic.Bool
 	gaps, late, badIP, badUDP, badData atomic.Uint64
+	partialUDP                         atomic.Uint64
 	other, pcapN                       atomic.Uint64
+}
+
+// EndRound says "ready" after the poller's first round, when the Fill
+// ring has its frames.
+func (r *receiver) EndRound() {
+	if !r.readyDone.Load() {
+		r.readyDone.Store(true)
+		if r.ready != nil {
+			r.ready()
+		}
+	}
 }
 
 // Receive checks one packet on the poller's goroutine; it allocates nothing.
@@ -86,13 +105,23 @@ func (r *receiver) Receive(p *rxpath.Packet) {
 			r.badIP.Add(1)
 			return
 		}
-		if binary.BigEndian.Uint16(udp[6:]) != 0 {
-			ph = csum.PseudoHeaderIPv4(fr.Src.As4(), fr.Dst.As4(), pkt.ProtoUDP, uint16(ulen))
-		}
+		ph = csum.PseudoHeaderIPv4(fr.Src.As4(), fr.Dst.As4(), pkt.ProtoUDP, uint16(ulen))
 	} else {
 		ph = csum.PseudoHeaderIPv6(fr.Src.As16(), fr.Dst.As16(), pkt.ProtoUDP, uint32(ulen))
 	}
-	if (ph != 0 || fr.EtherType == pkt.EtherTypeIPv6) && csum.Fold(csum.Sum(udp, ph)) != 0xffff {
+	switch csum.VerifyUDP(udp, ph) {
+	case csum.Good:
+	case csum.None:
+		if fr.EtherType == pkt.EtherTypeIPv6 { // IPv6 requires a UDP checksum
+			r.badUDP.Add(1)
+			return
+		}
+	case csum.Partial:
+		// An offloaded checksum that no device finished (a software
+		// device's sender with tx-checksumming on): not corruption.
+		// Counted apart, and the payload is still checked.
+		r.partialUDP.Add(1)
+	default:
 		r.badUDP.Add(1)
 		return
 	}
@@ -200,7 +229,14 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 	if poller, err = rxpath.New(nil, sock); err != nil {
 		return fail(err)
 	}
-	fmt.Printf("xdprecv: ready: %s queue %d, port %d, attach %s, zero-copy %v\n", c.iface, c.queue, c.port, prog.Mode(), sock.ZeroCopy())
+	// "ready" once the poller has put its frames on the Fill ring (the
+	// end of its first round): a datagram that finds the Fill ring empty
+	// is dropped.
+	features := fmt.Sprintf("xdprecv: kernel features: %s; XDP %s; device facts from %s\n", sock.Features(), attachVia(prog), factsFrom(c.iface))
+	r.ready = func() {
+		fmt.Printf("xdprecv: ready: %s queue %d, port %d, attach %s, zero-copy %v\n", c.iface, c.queue, c.port, prog.Mode(), sock.ZeroCopy())
+		fmt.Print(features)
+	}
 	if c.metrics != "" {
 		ctr := func(name, help string, v *atomic.Uint64) cli.Metric {
 			return cli.Metric{Name: name, Help: help, Value: func() float64 { return float64(v.Load()) }}
@@ -212,6 +248,7 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 			ctr("gaps_total", "Sequence numbers skipped.", &r.gaps),
 			ctr("late_total", "Packets that arrived after a later one of their flow.", &r.late),
 			ctr("bad_checksum_total", "Packets with a bad IPv4 header or UDP checksum.", &r.badUDP),
+			ctr("partial_checksum_total", "Packets whose UDP checksum field holds the unfinished pseudo-header sum.", &r.partialUDP),
 			ctr("bad_payload_total", "Generator packets with a wrong pattern or size.", &r.badData),
 		})
 		if err != nil {
@@ -236,7 +273,7 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 	sum := &Summary{
 		Iface: c.iface, Seconds: el.Seconds(), Packets: r.packets.Load(), Bytes: r.bytes.Load(),
 		Valid: r.valid.Load(), Flows: r.flows, Gaps: r.gaps.Load(), Late: r.late.Load(),
-		BadIPCsum: r.badIP.Load(), BadUDPCsum: r.badUDP.Load(), BadPayload: r.badData.Load(), Other: r.other.Load(),
+		BadIPCsum: r.badIP.Load(), BadUDPCsum: r.badUDP.Load(), PartialUDPCsum: r.partialUDP.Load(), BadPayload: r.badData.Load(), Other: r.other.Load(),
 		TTLMin: r.ttlMin, TTLMax: r.ttlMax, XDPDropped: x.RXDropped + x.RXRingFull, FillEmpty: x.RXFillRingEmptyDesc,
 		PcapPackets: r.pcapN.Load(), Poller: st.String(),
 	}
@@ -252,4 +289,22 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 	sum.Accounting, sum.AccountingOK = acct.String(), acct.Free == acct.Total
 	sum.CPUSeconds = (cli.CPUTime() - cpu0).Seconds()
 	return sum, errors.Join(runErr, err, u.Close())
+}
+
+// attachVia says how the XDP program is attached.
+func attachVia(p *xsk.Program) string {
+	if p.BPFLink() {
+		return "bpf_link"
+	}
+	return "attached through rtnetlink (no XDP bpf_link: stays attached if killed)"
+}
+
+// factsFrom says where the device facts came from: the netdev generic
+// netlink family, or ethtool alone (no XDP/XSK feature bits) without it.
+func factsFrom(iface string) string {
+	info, err := xsk.Device(iface)
+	if err != nil {
+		return err.Error()
+	}
+	return info.FeaturesFrom
 }

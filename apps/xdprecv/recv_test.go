@@ -102,3 +102,25 @@ func BenchmarkReceive(b *testing.B) {
 		b.Fatalf("%v allocs per packet", allocs)
 	}
 }
+
+// TestReceivePartial: a datagram whose checksum field holds the
+// pseudo-header sum (offloaded, never finished) is counted as partial,
+// not bad, and still delivered; one field off by a bit is bad.
+func TestReceivePartial(t *testing.T) {
+	r := newReceiver()
+	partial := func(seq uint64) []byte {
+		b := frame(seq, 200)
+		udp := b[34:]
+		src, dst := [4]byte(b[26:30]), [4]byte(b[30:34])
+		binary.BigEndian.PutUint16(udp[6:], csum.Fold(csum.PseudoHeaderIPv4(src, dst, 17, uint16(len(udp)))))
+		return b
+	}
+	deliver(r, partial(0))
+	deliver(r, frame(1, 200))
+	b := partial(2)
+	b[40] ^= 1 // the field is neither right nor the pseudo-header sum
+	deliver(r, b)
+	if r.partialUDP.Load() != 1 || r.badUDP.Load() != 1 || r.valid.Load() != 2 {
+		t.Fatalf("partial %d bad %d valid %d", r.partialUDP.Load(), r.badUDP.Load(), r.valid.Load())
+	}
+}

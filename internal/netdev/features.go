@@ -78,3 +78,36 @@ func flagString(v uint64, names []string) string {
 	}
 	return b.String()
 }
+
+// softwareKinds are the device kinds (rtnetlink IFLA_INFO_KIND as
+// vishvananda/netlink names it, or the ethtool driver) whose "TX checksum
+// offload" finishes no checksum: they hand a CHECKSUM_PARTIAL skb on as it
+// is, with only the pseudo-header sum in its checksum field, to whatever
+// receives it next. A kernel stack there accepts it (the skb says the
+// checksum is to be trusted), but an XDP program or an AF_XDP socket sees
+// the unfinished field. The value says where the skb goes.
+var softwareKinds = map[string]string{
+	"veth":    "veth hands the skb to its peer",
+	"netkit":  "netkit hands the skb to its peer",
+	"tuntap":  "tun/tap hands the skb to the reader of the device (with a virtio-net header saying NEEDS_CSUM, or none)",
+	"tun":     "tun/tap hands the skb to the reader of the device (with a virtio-net header saying NEEDS_CSUM, or none)",
+	"macvlan": "macvlan hands the skb to a sibling on the same lower device as it is (bridge mode)",
+	"macvtap": "macvtap hands the skb to a sibling or its reader as it is",
+	"ipvlan":  "ipvlan hands the skb to a sibling on the same lower device as it is",
+	"ipvtap":  "ipvtap hands the skb to a sibling or its reader as it is",
+	"bridge":  "a bridge forwards the skb to its ports as it is (a veth port passes it on unfinished)",
+	"dummy":   "dummy drops the skb",
+}
+
+// SoftwareChecksum reports whether the device's TX checksum offload is
+// software that leaves the checksum unfinished for some receivers (see
+// softwareKinds), and why. Physical NIC drivers, whose hardware finishes
+// the checksum, report false.
+func (i Info) SoftwareChecksum() (bool, string) {
+	for _, k := range []string{i.Kind, i.Driver} {
+		if why, ok := softwareKinds[k]; ok {
+			return true, why
+		}
+	}
+	return false, ""
+}

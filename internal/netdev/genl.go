@@ -246,6 +246,10 @@ type devFeatures struct {
 // thread's namespace.
 func getDevFeatures(ifindex int) (devFeatures, error) {
 	c, err := dialGenl()
+	if errors.Is(err, unix.EPROTONOSUPPORT) {
+		// No generic netlink at all: no netdev family either.
+		return devFeatures{}, fmt.Errorf("%w: %w", errFamilyMissing, err)
+	}
 	if err != nil {
 		return devFeatures{}, err
 	}

@@ -37,6 +37,7 @@ type Info struct {
 	Name   string
 	Index  int
 	Driver string // ETHTOOL_GDRVINFO driver, "" when the device has none (lo)
+	Kind   string // rtnetlink link kind as vishvananda/netlink names it ("veth", "device", ...)
 
 	// RxQueues and TxQueues are the queues in use (real_num_*), which
 	// bound the queue ids an AF_XDP socket can bind to.
@@ -96,6 +97,7 @@ func get(l netlink.Link) (Info, error) {
 	info := Info{
 		Name:       at.Name,
 		Index:      at.Index,
+		Kind:       l.Type(),
 		MTU:        at.MTU,
 		RxQueues:   at.NumRxQueues,
 		TxQueues:   at.NumTxQueues,

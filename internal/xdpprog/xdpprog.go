@@ -140,9 +140,9 @@ type Program struct {
 	xsks   *ebpf.Map // XSKMAP, queue index -> AF_XDP socket
 	ports  *ebpf.Map // port bitmap (8192 bytes), nil without DstPorts
 	prog   *ebpf.Program
-	frags  bool // prog was loaded with BPF_F_XDP_HAS_FRAGS
-	link   link.Link
-	mode   Mode // mode of link, valid while link != nil
+	frags  bool      // prog was loaded with BPF_F_XDP_HAS_FRAGS
+	link   io.Closer // a link.Link, or a netlinkXDP without XDP bpf_links
+	mode   Mode      // mode of link, valid while link != nil
 	closed bool
 }
 
@@ -363,7 +363,18 @@ func (p *Program) attach(ifindex int, mode Mode) error {
 	if mode == ModeGeneric {
 		flags = link.XDPGenericMode
 	}
+	var l io.Closer
 	l, err := link.AttachXDP(link.XDPOptions{Program: p.prog, Interface: ifindex, Flags: flags})
+	if err != nil && noXDPLink(err) {
+		// A kernel without XDP bpf_links (before 5.9): attach through
+		// rtnetlink, as ip link set xdp does.
+		nl, nerr := attachNetlink(p.prog.FD(), ifindex, mode)
+		if nerr == nil {
+			p.link, p.mode = nl, mode
+			return nil
+		}
+		err = fmt.Errorf("%w (bpf_link: %w)", nerr, err)
+	}
 	if err != nil {
 		op := fmt.Sprintf("attach %s to ifindex %d", mode, ifindex)
 		switch {
