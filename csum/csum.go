@@ -19,7 +19,7 @@ var maxChunk = 1 << 30
 // If b does not start at an even offset of the data being checksummed,
 // sum it on its own (initial 0) and add it with Combine.
 func Sum(b []byte, initial uint32) uint32 {
-	if len(b) < smallMax {
+	if len(b) < smallMax && useSmall {
 		return toBE(uint64(bits.RotateLeft32(initial, 8)) + sumSmall(b))
 	}
 	acc := uint64(bits.RotateLeft32(initial, 8))
@@ -41,7 +41,7 @@ func CopyAndSum(dst, src []byte, initial uint32) uint32 {
 	if len(dst) < len(src) {
 		panic("csum: CopyAndSum: dst shorter than src")
 	}
-	if len(src) < smallMax {
+	if len(src) < smallMax && useSmall {
 		copy(dst, src)
 		return toBE(uint64(bits.RotateLeft32(initial, 8)) + sumSmall(src))
 	}

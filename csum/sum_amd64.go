@@ -7,26 +7,40 @@ import "golang.org/x/sys/cpu"
 // Feature flags, set once from CPUID and switched by the tests so that every
 // kernel runs on a machine that has them all.
 var (
+	useADC    = true // every amd64
+	useADX    = cpu.X86.HasADX
 	useAVX2   = cpu.X86.HasAVX2
-	useAVX512 = cpu.X86.HasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasBMI2
+	useAVX512 = cpu.X86.HasAVX2 && cpu.X86.HasAVX512F
 )
 
-// Size thresholds, in bytes, from which the assembly kernels are used:
-// below them the call and the vector set-up and reduction cost more than
-// they save (see BenchmarkSum). Variables so that the tests can drive the
-// kernels with every length.
+// Size thresholds, in bytes (see BenchmarkSum and BenchmarkSumImpl). Below
+// vectorMin a scalar add-with-carry chain beats the vector kernels, whose
+// set-up and reduction cost more than they save there. Variables so that
+// the tests can drive every kernel with every length.
 var (
-	avx2Min       = 32
-	avx512Min     = 32
-	avx512CopyMin = 64 // below 64 bytes the kernel needs a slow masked store
+	vectorMin     = 256
+	avx512Min     = 256
+	avx512CopyMin = 64
 )
 
-// sumAVX2 adds the little-endian words of b to acc (see sum_go.go).
+// sumADC adds the little-endian 64-bit words of b to acc with one
+// add-with-carry chain (see sum_go.go for what the result means).
+//
+//go:noescape
+func sumADC(b []byte, acc uint64) uint64
+
+// sumADX is sumADC with two chains, ADCX through the carry flag and ADOX
+// through the overflow flag.
+//
+//go:noescape
+func sumADX(b []byte, acc uint64) uint64
+
+// sumAVX2 adds b to acc with 256-bit vectors and a scalar tail.
 //
 //go:noescape
 func sumAVX2(b []byte, acc uint64) uint64
 
-// sumAVX512 is sumAVX2 with 512-bit vectors and a masked load for the tail.
+// sumAVX512 is sumAVX2 with 512-bit vectors.
 //
 //go:noescape
 func sumAVX512(b []byte, acc uint64) uint64
@@ -42,11 +56,19 @@ func copySumAVX2(dst, src []byte, acc uint64) uint64
 func copySumAVX512(dst, src []byte, acc uint64) uint64
 
 func sum(b []byte, acc uint64) uint64 {
+	if len(b) >= vectorMin {
+		switch {
+		case useAVX512 && len(b) >= avx512Min:
+			return sumAVX512(b, acc)
+		case useAVX2:
+			return sumAVX2(b, acc)
+		}
+	}
 	switch {
-	case useAVX512 && len(b) >= avx512Min:
-		return sumAVX512(b, acc)
-	case useAVX2 && len(b) >= avx2Min:
-		return sumAVX2(b, acc)
+	case useADX:
+		return sumADX(b, acc)
+	case useADC:
+		return sumADC(b, acc)
 	}
 	return sumGo(b, acc)
 }
@@ -55,30 +77,47 @@ func copySum(dst, src []byte, acc uint64) uint64 {
 	switch {
 	case useAVX512 && len(src) >= avx512CopyMin:
 		return copySumAVX512(dst, src, acc)
-	case useAVX2 && len(src) >= avx2Min:
+	case useAVX2:
 		return copySumAVX2(dst, src, acc)
 	}
 	return copySumGo(dst, src, acc)
 }
 
 // impls lists the kernel sets this machine can run, for the tests. Each
-// assembly set is used for every length, down to 0.
+// set is used for every length, down to 0 (sumSmall is switched off); "go"
+// is the pure-Go build's kernels.
 var impls = func() []impl {
-	set := func(avx2, avx512 bool) func() func() {
+	type state struct {
+		adc, adx, avx2, avx512, small bool
+		vec, v512, c512               int
+	}
+	get := func() state {
+		return state{useADC, useADX, useAVX2, useAVX512, useSmall, vectorMin, avx512Min, avx512CopyMin}
+	}
+	put := func(s state) {
+		useADC, useADX, useAVX2, useAVX512, useSmall = s.adc, s.adx, s.avx2, s.avx512, s.small
+		vectorMin, avx512Min, avx512CopyMin = s.vec, s.v512, s.c512
+	}
+	set := func(s state) func() func() {
 		return func() func() {
-			a2, a5, m2, m5, c5 := useAVX2, useAVX512, avx2Min, avx512Min, avx512CopyMin
-			useAVX2, useAVX512, avx2Min, avx512Min, avx512CopyMin = avx2, avx512, 0, 0, 0
-			return func() {
-				useAVX2, useAVX512, avx2Min, avx512Min, avx512CopyMin = a2, a5, m2, m5, c5
-			}
+			old := get()
+			put(s)
+			return func() { put(old) }
 		}
 	}
-	l := []impl{{"go", set(false, false)}}
-	if useAVX2 {
-		l = append(l, impl{"avx2", set(true, false)})
+	scalarOnly := 1 << 62
+	l := []impl{
+		{"go", set(state{vec: scalarOnly})},
+		{"adc", set(state{adc: true, vec: scalarOnly})},
 	}
-	if useAVX512 {
-		l = append(l, impl{"avx512", set(true, true)})
+	if cpu.X86.HasADX {
+		l = append(l, impl{"adx", set(state{adx: true, vec: scalarOnly})})
+	}
+	if cpu.X86.HasAVX2 {
+		l = append(l, impl{"avx2", set(state{avx2: true})})
+	}
+	if cpu.X86.HasAVX2 && cpu.X86.HasAVX512F {
+		l = append(l, impl{"avx512", set(state{avx2: true, avx512: true})})
 	}
 	return l
 }()

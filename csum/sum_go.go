@@ -47,6 +47,10 @@ func sumGo(b []byte, acc uint64) uint64 {
 // smallMax is the length below which Sum and CopyAndSum use sumSmall.
 const smallMax = 32
 
+// useSmall is switched off by the tests that drive the kernels with every
+// length.
+var useSmall = true
+
 // sumSmall returns the little-endian word sum of b, len(b) < smallMax,
 // without carries: each 8-byte load adds its two 32-bit halves, so the
 // result stays below 2^37 and adding it to a 32-bit initial value cannot
