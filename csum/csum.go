@@ -1,6 +1,9 @@
 package csum
 
-import "math/bits"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // maxChunk bounds how much one call into a kernel sums, so that the
 // assembly kernels' 64-bit lane accumulators can never overflow (see
@@ -20,7 +23,42 @@ var maxChunk = 1 << 30
 // sum it on its own (initial 0) and add it with Combine.
 func Sum(b []byte, initial uint32) uint32 {
 	if len(b) < smallMax && useSmall {
-		return toBE(uint64(bits.RotateLeft32(initial, 8)) + sumSmall(b))
+		// sumSmall, written out: the compiler does not inline it, and a
+		// call costs as much as the sum.
+		s := uint64(bits.RotateLeft32(initial, 8))
+		if n := len(b); n&1 != 0 {
+			s += uint64(b[n-1])
+			b = b[:n-1]
+		}
+		if len(b) < 8 {
+			if len(b) >= 4 {
+				s += uint64(binary.LittleEndian.Uint32(b[:4]))
+				if len(b) == 6 {
+					s += uint64(binary.LittleEndian.Uint16(b[4:6]))
+				}
+			} else if len(b) == 2 {
+				s += uint64(binary.LittleEndian.Uint16(b[:2]))
+			}
+			return toBE(s)
+		}
+		x := binary.LittleEndian.Uint64(b[:8])
+		s += x&0xffffffff + x>>32
+		if len(b) >= 16 {
+			x = binary.LittleEndian.Uint64(b[8:16])
+			s += x&0xffffffff + x>>32
+			if len(b) >= 24 {
+				x = binary.LittleEndian.Uint64(b[16:24])
+				s += x&0xffffffff + x>>32
+			}
+		}
+		if r := len(b) & 7; r != 0 {
+			x = binary.LittleEndian.Uint64(b[len(b)-8:]) >> (64 - 8*r)
+			s += x&0xffffffff + x>>32
+		}
+		return toBE(s)
+	}
+	if len(b) <= maxChunk && useAsm {
+		return toBE(add64(sumAsm(b), uint64(bits.RotateLeft32(initial, 8))))
 	}
 	acc := uint64(bits.RotateLeft32(initial, 8))
 	for len(b) > maxChunk {
@@ -43,7 +81,7 @@ func CopyAndSum(dst, src []byte, initial uint32) uint32 {
 	}
 	if len(src) < smallMax && useSmall {
 		copy(dst, src)
-		return toBE(uint64(bits.RotateLeft32(initial, 8)) + sumSmall(src))
+		return toBE(sumSmall(src, uint64(bits.RotateLeft32(initial, 8))))
 	}
 	acc := uint64(bits.RotateLeft32(initial, 8))
 	for len(src) > maxChunk {
@@ -51,6 +89,13 @@ func CopyAndSum(dst, src []byte, initial uint32) uint32 {
 		dst, src = dst[maxChunk:], src[maxChunk:]
 	}
 	return toBE(copySum(dst[:len(src)], src, acc))
+}
+
+// add64 adds two accumulators with an end-around carry: the sum keeps
+// their residues modulo 0xFFFF, and is zero only if both were.
+func add64(a, b uint64) uint64 {
+	s, c := bits.Add64(a, b, 0)
+	return s + c
 }
 
 // toBE folds a 64-bit accumulator of little-endian words to a 32-bit

@@ -15,9 +15,6 @@ import (
 func TestImplsPresent(t *testing.T) {
 	flags := cpuinfoFlags(t)
 	want := []string{"go", "adc"}
-	if flags["adx"] {
-		want = append(want, "adx")
-	}
 	if flags["avx2"] {
 		want = append(want, "avx2")
 	}
@@ -31,9 +28,9 @@ func TestImplsPresent(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("kernel sets tested: %v; the CPU (/proc/cpuinfo) can run %v", got, want)
 	}
-	if useADX != flags["adx"] || useAVX2 != flags["avx2"] || useAVX512 != (flags["avx2"] && flags["avx512f"]) {
-		t.Fatalf("default kernels: adx %v, avx2 %v, avx512 %v; the CPU has adx %v, avx2 %v, avx512f %v",
-			useADX, useAVX2, useAVX512, flags["adx"], flags["avx2"], flags["avx512f"])
+	if useAVX2 != flags["avx2"] || useAVX512 != (flags["avx2"] && flags["avx512f"]) {
+		t.Fatalf("default kernels: avx2 %v, avx512 %v; the CPU has avx2 %v, avx512f %v",
+			useAVX2, useAVX512, flags["avx2"], flags["avx512f"])
 	}
 }
 

@@ -7,8 +7,7 @@ import "golang.org/x/sys/cpu"
 // Feature flags, set once from CPUID and switched by the tests so that every
 // kernel runs on a machine that has them all.
 var (
-	useADC    = true // every amd64
-	useADX    = cpu.X86.HasADX
+	useAsm    = true // false: the pure-Go kernels (for the tests)
 	useAVX2   = cpu.X86.HasAVX2
 	useAVX512 = cpu.X86.HasAVX2 && cpu.X86.HasAVX512F
 )
@@ -23,79 +22,69 @@ var (
 	avx512CopyMin = 64
 )
 
-// sumADC adds the little-endian 64-bit words of b to acc with one
-// add-with-carry chain (see sum_go.go for what the result means).
-//
-//go:noescape
-func sumADC(b []byte, acc uint64) uint64
+// The kernels return the little-endian word sum of b (see sum_go.go for
+// what it means) from 0, not from an initial value: the caller adds that
+// with an end-around carry in registers, so that a chain of dependent sums
+// does not wait on the arguments and the result passing through memory.
 
-// sumADX is sumADC with two chains, ADCX through the carry flag and ADOX
-// through the overflow flag.
+// sumAsm sums b: below vectorMin bytes (or without AVX2) with one
+// add-with-carry chain, from vectorMin on with the vector kernel that the
+// flags above choose.
 //
 //go:noescape
-func sumADX(b []byte, acc uint64) uint64
+func sumAsm(b []byte) uint64
 
-// sumAVX2 adds b to acc with 256-bit vectors and a scalar tail.
+// sumAVX2 sums b with 256-bit vectors and a scalar tail.
 //
 //go:noescape
-func sumAVX2(b []byte, acc uint64) uint64
+func sumAVX2(b []byte) uint64
 
 // sumAVX512 is sumAVX2 with 512-bit vectors.
 //
 //go:noescape
-func sumAVX512(b []byte, acc uint64) uint64
+func sumAVX512(b []byte) uint64
 
 // copySumAVX2 copies src to dst (len(dst) == len(src)) and sums src.
 //
 //go:noescape
-func copySumAVX2(dst, src []byte, acc uint64) uint64
+func copySumAVX2(dst, src []byte) uint64
 
 // copySumAVX512 is copySumAVX2 with 512-bit vectors.
 //
 //go:noescape
-func copySumAVX512(dst, src []byte, acc uint64) uint64
+func copySumAVX512(dst, src []byte) uint64
 
 func sum(b []byte, acc uint64) uint64 {
-	if len(b) >= vectorMin {
-		switch {
-		case useAVX512 && len(b) >= avx512Min:
-			return sumAVX512(b, acc)
-		case useAVX2:
-			return sumAVX2(b, acc)
-		}
-	}
-	switch {
-	case useADX:
-		return sumADX(b, acc)
-	case useADC:
-		return sumADC(b, acc)
+	if useAsm {
+		return add64(acc, sumAsm(b))
 	}
 	return sumGo(b, acc)
 }
 
 func copySum(dst, src []byte, acc uint64) uint64 {
 	switch {
+	case !useAsm:
 	case useAVX512 && len(src) >= avx512CopyMin:
-		return copySumAVX512(dst, src, acc)
+		return add64(acc, copySumAVX512(dst, src))
 	case useAVX2:
-		return copySumAVX2(dst, src, acc)
+		return add64(acc, copySumAVX2(dst, src))
 	}
 	return copySumGo(dst, src, acc)
 }
 
 // impls lists the kernel sets this machine can run, for the tests. Each
-// set is used for every length, down to 0 (sumSmall is switched off); "go"
-// is the pure-Go build's kernels.
+// assembly set is used for every length, down to 0 (sumSmall is switched
+// off); "go" is the pure-Go build's kernels, with sumSmall below 32 bytes.
 var impls = func() []impl {
 	type state struct {
-		adc, adx, avx2, avx512, small bool
-		vec, v512, c512               int
+		asm, avx2, avx512, small bool
+		vec, v512, c512          int
 	}
 	get := func() state {
-		return state{useADC, useADX, useAVX2, useAVX512, useSmall, vectorMin, avx512Min, avx512CopyMin}
+		return state{useAsm, useAVX2, useAVX512, useSmall, vectorMin, avx512Min, avx512CopyMin}
 	}
 	put := func(s state) {
-		useADC, useADX, useAVX2, useAVX512, useSmall = s.adc, s.adx, s.avx2, s.avx512, s.small
+		useAsm, useAVX2, useAVX512, useSmall = s.asm, s.avx2, s.avx512, s.small
 		vectorMin, avx512Min, avx512CopyMin = s.vec, s.v512, s.c512
 	}
 	set := func(s state) func() func() {
@@ -107,17 +96,14 @@ var impls = func() []impl {
 	}
 	scalarOnly := 1 << 62
 	l := []impl{
-		{"go", set(state{vec: scalarOnly})},
-		{"adc", set(state{adc: true, vec: scalarOnly})},
-	}
-	if cpu.X86.HasADX {
-		l = append(l, impl{"adx", set(state{adx: true, vec: scalarOnly})})
+		{"go", set(state{small: true, vec: scalarOnly})}, // sumSmall below 32 bytes
+		{"adc", set(state{asm: true, vec: scalarOnly})},
 	}
 	if cpu.X86.HasAVX2 {
-		l = append(l, impl{"avx2", set(state{avx2: true})})
+		l = append(l, impl{"avx2", set(state{asm: true, avx2: true})})
 	}
 	if cpu.X86.HasAVX2 && cpu.X86.HasAVX512F {
-		l = append(l, impl{"avx512", set(state{avx2: true, avx512: true})})
+		l = append(l, impl{"avx512", set(state{asm: true, avx2: true, avx512: true})})
 	}
 	return l
 }()

@@ -26,6 +26,8 @@
 // slice, shifted right to drop the bytes already summed. An even shift
 // keeps every byte at its word position, low or high.
 #define SUMTAIL \
+	TESTQ   CX, CX \
+	JZ      tailDone \
 	TESTQ   $1, CX \
 	JZ      tailEven \
 	MOVBQZX -1(SI)(CX*1), R9 \
@@ -152,11 +154,20 @@ copyDone:
 	VEXTRACTI64X4 $1, zh, y1 \
 	VPADDQ        y1, yh, yh
 
-// func sumADC(b []byte, acc uint64) uint64
-TEXT ·sumADC(SB), NOSPLIT, $0-40
-	MOVQ b_base+0(FP), SI
+// func sumAsm(b []byte) uint64
+//
+// sumAsm is the entry point: slices shorter than vectorMin (and all when
+// there is no AVX2) are summed here by one add-with-carry chain; longer
+// ones go to the vector kernel that the flags in sum_amd64.go choose, by a
+// tail call (the kernels take the same arguments).
+TEXT ·sumAsm(SB), NOSPLIT, $0-32
 	MOVQ b_len+8(FP), CX
-	MOVQ acc+24(FP), AX
+	CMPQ CX, ·vectorMin(SB)
+	JGE  vector
+
+scalar:
+	MOVQ b_base+0(FP), SI
+	XORL AX, AX
 	CMPQ CX, $8
 	JB   tiny
 	CMPQ CX, $64
@@ -179,61 +190,31 @@ loop64:
 
 tail:
 	SUMTAIL
-	MOVQ AX, ret+32(FP)
+	MOVQ AX, ret+24(FP)
 	RET
 
 tiny:
 	SUMTINY
-	MOVQ AX, ret+32(FP)
+	MOVQ AX, ret+24(FP)
 	RET
 
-// func sumADX(b []byte, acc uint64) uint64
-TEXT ·sumADX(SB), NOSPLIT, $0-40
+vector:
+	CMPB ·useAVX512(SB), $0
+	JEQ  avx2
+	CMPQ CX, ·avx512Min(SB)
+	JLT  avx2
+	JMP  ·sumAVX512(SB)
+
+avx2:
+	CMPB ·useAVX2(SB), $0
+	JEQ  scalar
+	JMP  ·sumAVX2(SB)
+
+// func sumAVX2(b []byte) uint64
+TEXT ·sumAVX2(SB), NOSPLIT, $0-32
 	MOVQ b_base+0(FP), SI
 	MOVQ b_len+8(FP), CX
-	MOVQ acc+24(FP), AX
-	CMPQ CX, $8
-	JB   tiny
-	CMPQ CX, $64
-	JB   tail
-	XORL DX, DX // the second chain
-
-loop64:
-	// Two carry chains: ADCX through CF into AX, ADOX through OF into
-	// DX. XORL clears both flags.
-	XORL  R8, R8
-	ADCXQ 0(SI), AX
-	ADOXQ 8(SI), DX
-	ADCXQ 16(SI), AX
-	ADOXQ 24(SI), DX
-	ADCXQ 32(SI), AX
-	ADOXQ 40(SI), DX
-	ADCXQ 48(SI), AX
-	ADOXQ 56(SI), DX
-	ADCXQ R8, AX
-	ADOXQ R8, DX
-	ADDQ  $64, SI
-	SUBQ  $64, CX
-	CMPQ  CX, $64
-	JAE   loop64
-	ADDQ  DX, AX
-	ADCQ  $0, AX
-
-tail:
-	SUMTAIL
-	MOVQ AX, ret+32(FP)
-	RET
-
-tiny:
-	SUMTINY
-	MOVQ AX, ret+32(FP)
-	RET
-
-// func sumAVX2(b []byte, acc uint64) uint64
-TEXT ·sumAVX2(SB), NOSPLIT, $0-40
-	MOVQ b_base+0(FP), SI
-	MOVQ b_len+8(FP), CX
-	MOVQ acc+24(FP), AX
+	XORL AX, AX
 	CMPQ CX, $32
 	JB   scalar
 
@@ -296,20 +277,20 @@ scalar:
 	CMPQ b_len+8(FP), $8
 	JB   tiny
 	SUMTAIL
-	MOVQ AX, ret+32(FP)
+	MOVQ AX, ret+24(FP)
 	RET
 
 tiny:
 	SUMTINY
-	MOVQ AX, ret+32(FP)
+	MOVQ AX, ret+24(FP)
 	RET
 
-// func copySumAVX2(dst []byte, src []byte, acc uint64) uint64
-TEXT ·copySumAVX2(SB), NOSPLIT, $0-64
+// func copySumAVX2(dst []byte, src []byte) uint64
+TEXT ·copySumAVX2(SB), NOSPLIT, $0-56
 	MOVQ dst_base+0(FP), DI
 	MOVQ src_base+24(FP), SI
 	MOVQ src_len+32(FP), CX
-	MOVQ acc+48(FP), AX
+	XORL AX, AX
 	CMPQ CX, $32
 	JB   tail
 
@@ -377,14 +358,14 @@ reduce:
 
 tail:
 	COPYTAIL
-	MOVQ AX, ret+56(FP)
+	MOVQ AX, ret+48(FP)
 	RET
 
-// func sumAVX512(b []byte, acc uint64) uint64
-TEXT ·sumAVX512(SB), NOSPLIT, $0-40
+// func sumAVX512(b []byte) uint64
+TEXT ·sumAVX512(SB), NOSPLIT, $0-32
 	MOVQ b_base+0(FP), SI
 	MOVQ b_len+8(FP), CX
-	MOVQ acc+24(FP), AX
+	XORL AX, AX
 	CMPQ CX, $32
 	JB   scalar
 
@@ -461,20 +442,20 @@ scalar:
 	CMPQ b_len+8(FP), $8
 	JB   tiny
 	SUMTAIL
-	MOVQ AX, ret+32(FP)
+	MOVQ AX, ret+24(FP)
 	RET
 
 tiny:
 	SUMTINY
-	MOVQ AX, ret+32(FP)
+	MOVQ AX, ret+24(FP)
 	RET
 
-// func copySumAVX512(dst []byte, src []byte, acc uint64) uint64
-TEXT ·copySumAVX512(SB), NOSPLIT, $0-64
+// func copySumAVX512(dst []byte, src []byte) uint64
+TEXT ·copySumAVX512(SB), NOSPLIT, $0-56
 	MOVQ dst_base+0(FP), DI
 	MOVQ src_base+24(FP), SI
 	MOVQ src_len+32(FP), CX
-	MOVQ acc+48(FP), AX
+	XORL AX, AX
 	CMPQ CX, $32
 	JB   tail
 
@@ -557,5 +538,5 @@ reduce:
 
 tail:
 	COPYTAIL
-	MOVQ AX, ret+56(FP)
+	MOVQ AX, ret+48(FP)
 	RET
