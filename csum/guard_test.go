@@ -59,7 +59,7 @@ func guardLengths() []int {
 // slices faults (the test binary dies, naming the address); its results
 // must match the pure-Go kernel's. (A masked
 // load does not fault, so this test guards correctness only; the cost of
-// touching the next page is pinned by BenchmarkSumLayout.)
+// touching the next page is pinned by BenchmarkSum, whose cases are named by layout.)
 func TestGuardPage(t *testing.T) {
 	lengths := guardLengths()
 	maxLen := lengths[len(lengths)-1]

@@ -12,9 +12,10 @@
 //
 // No kernel reads or writes a byte outside its slices, not even under an
 // all-zero mask: a masked load whose masked-off bytes fall on a page that
-// is not present takes a slow microcode assist (TestGuardPage,
-// BenchmarkSumLayout). Tails are summed by exact loads, or by an 8-byte
-// load that ends at the last byte and starts inside the slice.
+// is not present takes a slow microcode assist (TestGuardPage checks the
+// bounds; BenchmarkSum/4096/page-end against /4096/mid-page shows the
+// time). Tails are summed by exact loads, or by an 8-byte load that ends
+// at the last byte and starts inside the slice.
 
 // SUMTAIL adds the last CX < 64 bytes at SI to AX (no carry pending) and
 // leaves the sum, with its carries folded in, in AX. The slice is at least
