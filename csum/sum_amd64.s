@@ -228,9 +228,12 @@ TEXT ·sumAVX2(SB), NOSPLIT, $0-32
 	VPXOR Y6, Y6, Y6 // H2
 	VPXOR Y7, Y7, Y7 // H3
 
+	CMPQ CX, $128
+	JB   tail32
+
+	PCALIGN $32
+
 loop128:
-	CMPQ    CX, $128
-	JB      loop32
 	VMOVDQU 0(SI), Y8
 	VMOVDQU 32(SI), Y9
 	VMOVDQU 64(SI), Y10
@@ -249,18 +252,22 @@ loop128:
 	VPADDQ  Y11, Y7, Y7
 	ADDQ    $128, SI
 	SUBQ    $128, CX
-	JMP     loop128
+	CMPQ    CX, $128
+	JAE     loop128
+
+tail32:
+	CMPQ CX, $32
+	JB   reduce
 
 loop32:
-	CMPQ    CX, $32
-	JB      reduce
 	VMOVDQU (SI), Y8
 	VPADDQ  Y8, Y0, Y0
 	VPSRLQ  $32, Y8, Y8
 	VPADDQ  Y8, Y4, Y4
 	ADDQ    $32, SI
 	SUBQ    $32, CX
-	JMP     loop32
+	CMPQ    CX, $32
+	JAE     loop32
 
 reduce:
 	VPADDQ Y1, Y0, Y0
