@@ -17,8 +17,8 @@ var (
 // set-up and reduction cost more than they save there. Variables so that
 // the tests can drive every kernel with every length.
 var (
-	vectorMin     = 256
-	avx512Min     = 256
+	vectorMin     = 320
+	avx512Min     = 320
 	avx512CopyMin = 64
 )
 
