@@ -1,0 +1,41 @@
+//go:build amd64 && gc && !purego
+
+package csum
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"golang.org/x/sys/cpu"
+)
+
+// TestVectorKernels calls the vector kernels directly, as sumAsm's tail
+// calls reach them, at every length 0..1100 and offset 0..7, against the
+// pure-Go kernel; toBE compares the values modulo 0xFFFF.
+func TestVectorKernels(t *testing.T) {
+	type kernel struct {
+		name string
+		ok   bool
+		f    func([]byte) uint64
+	}
+	for _, k := range []kernel{
+		{"avx2", cpu.X86.HasAVX2, sumAVX2},
+		{"avx512", cpu.X86.HasAVX2 && cpu.X86.HasAVX512F, sumAVX512},
+	} {
+		if !k.ok {
+			continue // the CPU lacks it (TestImplsPresent checks the flags)
+		}
+		t.Run(k.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(17, 18))
+			buf := randBytes(r, 1100+8)
+			for n := 0; n <= 1100; n++ {
+				for off := 0; off < 8; off++ {
+					b := buf[off : off+n]
+					if got, want := Fold(toBE(k.f(b))), Fold(toBE(sumGo(b, 0))); got != want {
+						t.Fatalf("len %d, off %d: %#04x, want %#04x", n, off, got, want)
+					}
+				}
+			}
+		})
+	}
+}
