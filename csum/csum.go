@@ -1,9 +1,6 @@
 package csum
 
-import (
-	"encoding/binary"
-	"math/bits"
-)
+import "math/bits"
 
 // maxChunk bounds how much one call into a kernel sums, so that the
 // assembly kernels' 64-bit lane accumulators can never overflow (see
@@ -22,50 +19,27 @@ var maxChunk = 1 << 30
 // If b does not start at an even offset of the data being checksummed,
 // sum it on its own (initial 0) and add it with Combine.
 func Sum(b []byte, initial uint32) uint32 {
-	if len(b) < smallMax && useSmall {
-		// sumSmall, written out: the compiler does not inline it, and a
-		// call costs as much as the sum.
-		s := uint64(bits.RotateLeft32(initial, 8))
-		if n := len(b); n&1 != 0 {
-			s += uint64(b[n-1])
-			b = b[:n-1]
-		}
-		if len(b) < 8 {
-			if len(b) >= 4 {
-				s += uint64(binary.LittleEndian.Uint32(b[:4]))
-				if len(b) == 6 {
-					s += uint64(binary.LittleEndian.Uint16(b[4:6]))
-				}
-			} else if len(b) == 2 {
-				s += uint64(binary.LittleEndian.Uint16(b[:2]))
-			}
-			return toBE(s)
-		}
-		x := binary.LittleEndian.Uint64(b[:8])
-		s += x&0xffffffff + x>>32
-		if len(b) >= 16 {
-			x = binary.LittleEndian.Uint64(b[8:16])
-			s += x&0xffffffff + x>>32
-			if len(b) >= 24 {
-				x = binary.LittleEndian.Uint64(b[16:24])
-				s += x&0xffffffff + x>>32
-			}
-		}
-		if r := len(b) & 7; r != 0 {
-			x = binary.LittleEndian.Uint64(b[len(b)-8:]) >> (64 - 8*r)
-			s += x&0xffffffff + x>>32
-		}
-		return toBE(s)
-	}
-	if len(b) <= maxChunk && useAsm {
-		return toBE(add64(sumAsm(b), uint64(bits.RotateLeft32(initial, 8))))
-	}
-	acc := uint64(bits.RotateLeft32(initial, 8))
+	// One call, so that the compiler inlines Sum: the caller then calls
+	// the assembly entry directly (see sum_amd64.s).
+	return sum(b, initial)
+}
+
+// sumSlow is Sum without assembly, and for slices longer than maxChunk:
+// those are summed in chunks of maxChunk bytes (an even length, so the
+// partial sum of one chunk is the initial value of the next).
+func sumSlow(b []byte, initial uint32) uint32 {
 	for len(b) > maxChunk {
-		acc = sum(b[:maxChunk], acc)
+		initial = sum(b[:maxChunk], initial)
 		b = b[maxChunk:]
 	}
-	return toBE(sum(b, acc))
+	if useAsm {
+		return sum(b, initial)
+	}
+	acc := uint64(bits.RotateLeft32(initial, 8))
+	if len(b) < smallMax && useSmall {
+		return toBE(sumSmall(b, acc))
+	}
+	return toBE(sumGo(b, acc))
 }
 
 // CopyAndSum copies src into dst and returns the partial sum of the copied

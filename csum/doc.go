@@ -67,11 +67,11 @@
 //
 // # Implementations
 //
-// On amd64 (gc, without the purego build tag) Sum sums slices shorter than
-// 32 bytes with straight-line Go, then makes one call into assembly: an
-// ADD/ADC chain up to 319 bytes, and from 320 bytes AVX-512 (F) or AVX2
-// kernels chosen at start-up with golang.org/x/sys/cpu. CopyAndSum uses
-// AVX-512 from 64 bytes and AVX2 from 32. The vector kernels add whole
+// On amd64 (gc, without the purego build tag) Sum is one call into
+// assembly: an ADD/ADC chain below 320 bytes, and from 320 bytes AVX-512
+// (F) or AVX2 kernels chosen at start-up with golang.org/x/sys/cpu.
+// CopyAndSum uses straight-line Go below 32 bytes, AVX-512 from 64 bytes
+// and AVX2 from 32. The vector kernels add whole
 // 64-bit lanes to a wrapping accumulator and their high halves to a second
 // one, three instructions per vector and no carry handling in the loop
 // (see sum_amd64.s). No kernel touches a byte outside its slices, not even

@@ -92,6 +92,21 @@ tiny1: \
 	ADCQ    $0, AX \
 tinyDone:
 
+// FINISH adds the initial value (a partial sum of big-endian words,
+// rotated by 8 to little-endian) to the sum in AX with an end-around
+// carry, folds it to 32 bits and rotates it back, into AX:
+// toBE(add64(AX, rotl(initial, 8))) in csum.go. Clobbers DX.
+#define FINISH \
+	MOVL initial+24(FP), DX \
+	ROLL $8, DX \
+	ADDQ DX, AX \
+	ADCQ $0, AX \
+	MOVQ AX, DX \
+	SHRQ $32, DX \
+	ADDL DX, AX \
+	ADCL $0, AX \
+	ROLL $8, AX
+
 // COPYTAIL copies the last CX < 32 bytes from SI to DI and adds them to AX
 // (no carry pending), by exact loads and stores. Clobbers CX, SI, DI, DX.
 #define COPYTAIL \
@@ -155,14 +170,20 @@ copyDone:
 	VEXTRACTI64X4 $1, zh, y1 \
 	VPADDQ        y1, yh, yh
 
-// func sumAsm(b []byte) uint64
+// func sum(b []byte, initial uint32) uint32
 //
-// sumAsm is the entry point: slices shorter than vectorMin (and all when
-// there is no AVX2) are summed here by one add-with-carry chain; longer
-// ones go to the vector kernel that the flags in sum_amd64.go choose, by a
-// tail call (the kernels take the same arguments).
-TEXT ·sumAsm(SB), NOSPLIT, $0-32
+// sum is Sum (which the compiler inlines into a call of it): slices
+// shorter than vectorMin (all of them without AVX2) are summed here by one
+// add-with-carry chain; longer ones go to the vector kernel that the flags
+// in sum_amd64.go choose, by a tail call (the kernels take the same
+// arguments). Without assembly (useAsm false, for the tests) and for
+// slices longer than maxChunk it tail-calls the Go function sumSlow.
+TEXT ·sum(SB), NOSPLIT, $0-36
 	MOVQ b_len+8(FP), CX
+	CMPB ·useAsm(SB), $0
+	JEQ  slow
+	CMPQ CX, ·maxChunk(SB)
+	JGT  slow
 	CMPQ CX, ·vectorMin(SB)
 	JGE  vector
 
@@ -191,12 +212,14 @@ loop64:
 
 tail:
 	SUMTAIL
-	MOVQ AX, ret+24(FP)
+	FINISH
+	MOVL AX, ret+32(FP)
 	RET
 
 tiny:
 	SUMTINY
-	MOVQ AX, ret+24(FP)
+	FINISH
+	MOVL AX, ret+32(FP)
 	RET
 
 vector:
@@ -211,8 +234,11 @@ avx2:
 	JEQ  scalar
 	JMP  ·sumAVX2(SB)
 
-// func sumAVX2(b []byte) uint64
-TEXT ·sumAVX2(SB), NOSPLIT, $0-32
+slow:
+	JMP ·sumSlow(SB)
+
+// func sumAVX2(b []byte, initial uint32) uint32
+TEXT ·sumAVX2(SB), NOSPLIT, $0-36
 	MOVQ b_base+0(FP), SI
 	MOVQ b_len+8(FP), CX
 	XORL AX, AX
@@ -285,12 +311,14 @@ scalar:
 	CMPQ b_len+8(FP), $8
 	JB   tiny
 	SUMTAIL
-	MOVQ AX, ret+24(FP)
+	FINISH
+	MOVL AX, ret+32(FP)
 	RET
 
 tiny:
 	SUMTINY
-	MOVQ AX, ret+24(FP)
+	FINISH
+	MOVL AX, ret+32(FP)
 	RET
 
 // func copySumAVX2(dst []byte, src []byte) uint64
@@ -369,8 +397,8 @@ tail:
 	MOVQ AX, ret+48(FP)
 	RET
 
-// func sumAVX512(b []byte) uint64
-TEXT ·sumAVX512(SB), NOSPLIT, $0-32
+// func sumAVX512(b []byte, initial uint32) uint32
+TEXT ·sumAVX512(SB), NOSPLIT, $0-36
 	MOVQ b_base+0(FP), SI
 	MOVQ b_len+8(FP), CX
 	XORL AX, AX
@@ -450,12 +478,14 @@ scalar:
 	CMPQ b_len+8(FP), $8
 	JB   tiny
 	SUMTAIL
-	MOVQ AX, ret+24(FP)
+	FINISH
+	MOVL AX, ret+32(FP)
 	RET
 
 tiny:
 	SUMTINY
-	MOVQ AX, ret+24(FP)
+	FINISH
+	MOVL AX, ret+32(FP)
 	RET
 
 // func copySumAVX512(dst []byte, src []byte) uint64
