@@ -40,3 +40,24 @@ func TestVectorKernels(t *testing.T) {
 		})
 	}
 }
+
+// TestSumSlow calls sumSlow, which sum reaches only by a tail call from
+// assembly (without assembly, and for slices longer than maxChunk),
+// directly, with and without assembly, against the byte-pair reference.
+func TestSumSlow(t *testing.T) {
+	defer func(a bool, c int) { useAsm, maxChunk = a, c }(useAsm, maxChunk)
+	r := rand.New(rand.NewPCG(19, 20))
+	buf := randBytes(r, 3000)
+	for _, asm := range []bool{false, true} {
+		useAsm = asm
+		for _, chunk := range []int{64, 1 << 30} {
+			maxChunk = chunk
+			for n := 0; n <= len(buf); n += 1 + n/7 {
+				init := uint16(r.Uint32())
+				if got, want := Fold(sumSlow(buf[:n], uint32(init))), refSum(buf[:n], init); got != want {
+					t.Fatalf("asm %v, chunk %d, len %d: %#04x, want %#04x", asm, chunk, n, got, want)
+				}
+			}
+		}
+	}
+}
