@@ -25,8 +25,10 @@
  * (buffers of 8 bytes or more), or exact loads.
  *
  * Each call takes the previous call's sum as its initial value, as the Go
- * benchmarks do (sink = Sum(buf, sink)), and the kernels are not inlined
- * into the timing loop, so that nothing is hoisted out of it. Every kernel
+ * benchmarks do (s = Sum(buf, s)), and the kernels are not inlined into
+ * the timing loop, so that nothing is hoisted out of it. Like csum's
+ * kernels, they sum the data from 0 and add the initial value last, so
+ * that the chain of calls does not wait for it. Every kernel
  * is checked against a byte-pair reference at every length up to 300 and
  * near each size before it is timed.
  *
