@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-var benchSizes = []int{20, 64, 256, 576, 1500, 4096, 9000, 16384, 32768, 65536}
+var benchSizes = []int{20, 64, 128, 256, 576, 1500, 4096, 9000, 16384, 32768, 65536}
 
 var sink uint32
 
@@ -40,27 +40,77 @@ func forSizes(b *testing.B, f func(b *testing.B, n int)) {
 	}
 }
 
-// BenchmarkSum is the exported Sum with the default dispatch.
+// A layout says where a benchmark's buffer lies in memory (see
+// layoutBuf): the time of a kernel that touches memory past the end of its
+// slice depends on whether the next page is present.
+type layout struct {
+	name string
+	size int
+}
+
+// layouts are BenchmarkSum's and BenchmarkCopyAndSum's cases:
+//
+//   - page-end: the buffer ends at the end of a page, and the next page
+//     is PROT_NONE (a UMEM frame, a full chain segment, the end of a heap
+//     arena);
+//   - page-aligned: the buffer starts at a page, the page after the one
+//     that holds its end is PROT_NONE (the same as page-end for page
+//     multiples);
+//   - mid-page: the buffer starts 2048 bytes into a page;
+//   - frame: a 1500-byte packet at the usual 256-byte headroom of a 4 KiB
+//     UMEM frame;
+//   - frame-end: a chain segment from that headroom to the end of its
+//     4 KiB frame, the next page PROT_NONE.
+var layouts = func() []layout {
+	var l []layout
+	for _, n := range []int{20, 64, 128, 256, 1500, 4000, 4096, 8192, 9000, 65472, 65536} {
+		l = append(l, layout{"page-end", n}, layout{"page-aligned", n}, layout{"mid-page", n})
+	}
+	return append(l, layout{"frame", 1500}, layout{"frame-end", 4096 - 256})
+}()
+
+// forLayouts runs f for each layout as sub-benchmark size/layout, with a
+// buffer (and a destination of the same layout) from layoutBuf.
+func forLayouts(b *testing.B, f func(b *testing.B, buf, dst []byte)) {
+	for _, l := range layouts {
+		b.Run(strconv.Itoa(l.size)+"/"+l.name, func(b *testing.B) {
+			buf, dst := layoutBuf(b, l), layoutBuf(b, l)
+			for i := range buf {
+				buf[i] = byte(i*7 + 3)
+			}
+			b.SetBytes(int64(l.size))
+			b.ReportAllocs()
+			f(b, buf, dst)
+		})
+	}
+}
+
+// BenchmarkSum is the exported Sum with the default dispatch, by size and
+// layout: BenchmarkSum/4096/page-end beside BenchmarkSum/4096/mid-page.
 func BenchmarkSum(b *testing.B) {
-	forSizes(b, func(b *testing.B, n int) {
-		buf := benchBuf(n)
+	forLayouts(b, func(b *testing.B, buf, _ []byte) {
+		s := sink // a local: the chain of sums stays in registers, as in C
 		for b.Loop() {
-			sink = Sum(buf, sink)
+			s = Sum(buf, s)
 		}
+		sink = s
 	})
 }
 
-// BenchmarkSumImpl runs Sum with each kernel set forced for every size.
+// BenchmarkSumImpl runs Sum with each kernel set forced for every size
+// (down to 0: sumSmall is off), on mid-page buffers.
 func BenchmarkSumImpl(b *testing.B) {
 	for _, im := range impls {
 		b.Run(im.name, func(b *testing.B) {
 			restore := im.use()
 			defer restore()
 			forSizes(b, func(b *testing.B, n int) {
-				buf := benchBuf(n)
+				buf := layoutBuf(b, layout{"mid-page", n})
+				s := sink
 				for b.Loop() {
-					sink = Sum(buf, sink)
+					s = Sum(buf, s)
 				}
+				sink = s
 			})
 		})
 	}
@@ -75,12 +125,15 @@ func BenchmarkSumNaive(b *testing.B) {
 	})
 }
 
+// BenchmarkCopyAndSum is CopyAndSum with the default dispatch, by size and
+// layout, source and destination alike.
 func BenchmarkCopyAndSum(b *testing.B) {
-	forSizes(b, func(b *testing.B, n int) {
-		src, dst := benchBuf(n), make([]byte, n)
+	forLayouts(b, func(b *testing.B, src, dst []byte) {
+		s := sink
 		for b.Loop() {
-			sink = CopyAndSum(dst, src, sink)
+			s = CopyAndSum(dst, src, s)
 		}
+		sink = s
 	})
 }
 
@@ -90,10 +143,12 @@ func BenchmarkCopyAndSumImpl(b *testing.B) {
 			restore := im.use()
 			defer restore()
 			forSizes(b, func(b *testing.B, n int) {
-				src, dst := benchBuf(n), make([]byte, n)
+				src, dst := layoutBuf(b, layout{"mid-page", n}), layoutBuf(b, layout{"mid-page", n})
+				s := sink
 				for b.Loop() {
-					sink = CopyAndSum(dst, src, sink)
+					s = CopyAndSum(dst, src, s)
 				}
+				sink = s
 			})
 		})
 	}

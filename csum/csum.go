@@ -19,15 +19,27 @@ var maxChunk = 1 << 30
 // If b does not start at an even offset of the data being checksummed,
 // sum it on its own (initial 0) and add it with Combine.
 func Sum(b []byte, initial uint32) uint32 {
-	if len(b) < smallMax {
-		return toBE(uint64(bits.RotateLeft32(initial, 8)) + sumSmall(b))
-	}
-	acc := uint64(bits.RotateLeft32(initial, 8))
+	// One call, so that the compiler inlines Sum: the caller then calls
+	// the assembly entry directly (see sum_amd64.s).
+	return sum(b, initial)
+}
+
+// sumSlow is Sum without assembly, and for slices longer than maxChunk:
+// those are summed in chunks of maxChunk bytes (an even length, so the
+// partial sum of one chunk is the initial value of the next).
+func sumSlow(b []byte, initial uint32) uint32 {
 	for len(b) > maxChunk {
-		acc = sum(b[:maxChunk], acc)
+		initial = sum(b[:maxChunk], initial)
 		b = b[maxChunk:]
 	}
-	return toBE(sum(b, acc))
+	if useAsm {
+		return sum(b, initial)
+	}
+	acc := uint64(bits.RotateLeft32(initial, 8))
+	if len(b) < smallMax && useSmall {
+		return toBE(sumSmall(b, acc))
+	}
+	return toBE(sumGo(b, acc))
 }
 
 // CopyAndSum copies src into dst and returns the partial sum of the copied
@@ -41,9 +53,9 @@ func CopyAndSum(dst, src []byte, initial uint32) uint32 {
 	if len(dst) < len(src) {
 		panic("csum: CopyAndSum: dst shorter than src")
 	}
-	if len(src) < smallMax {
+	if len(src) < smallMax && useSmall {
 		copy(dst, src)
-		return toBE(uint64(bits.RotateLeft32(initial, 8)) + sumSmall(src))
+		return toBE(sumSmall(src, uint64(bits.RotateLeft32(initial, 8))))
 	}
 	acc := uint64(bits.RotateLeft32(initial, 8))
 	for len(src) > maxChunk {
@@ -51,6 +63,13 @@ func CopyAndSum(dst, src []byte, initial uint32) uint32 {
 		dst, src = dst[maxChunk:], src[maxChunk:]
 	}
 	return toBE(copySum(dst[:len(src)], src, acc))
+}
+
+// add64 adds two accumulators with an end-around carry: the sum keeps
+// their residues modulo 0xFFFF, and is zero only if both were.
+func add64(a, b uint64) uint64 {
+	s, c := bits.Add64(a, b, 0)
+	return s + c
 }
 
 // toBE folds a 64-bit accumulator of little-endian words to a 32-bit

@@ -67,32 +67,24 @@
 //
 // # Implementations
 //
-// On amd64 (gc, without the purego build tag) the sum and the fused copy
-// have AVX2 and AVX-512 (F, BW, with BMI2) kernels, chosen at start-up
-// with golang.org/x/sys/cpu: AVX-512 from 32 bytes for Sum and from 64
-// bytes for CopyAndSum (a masked store is slow on AMD, so shorter copies go
-// to AVX2), AVX2 from 32 bytes where there is no AVX-512, and a
-// straight-line Go sum below 32 bytes. The vector kernels add whole 64-bit
-// lanes to a wrapping accumulator and their high halves to a second one,
-// three instructions per vector and no carry handling in the loop (see
-// sum_amd64.s). Elsewhere, and with -tags purego, a pure-Go kernel does
-// everything: a math/bits.Add64 carry chain and the carry-free scheme side
-// by side over 64-byte blocks (28 GB/s at 1500 bytes on the development
-// machine). The tests run
-// every kernel the machine supports.
+// On amd64 (gc, without the purego build tag) Sum is one call into
+// assembly: an ADD/ADC chain below 320 bytes, and from 320 bytes AVX-512
+// (F) or AVX2 kernels chosen at start-up with golang.org/x/sys/cpu.
+// CopyAndSum uses straight-line Go below 32 bytes, AVX-512 from 64 bytes
+// and AVX2 from 32. The vector kernels add whole
+// 64-bit lanes to a wrapping accumulator and their high halves to a second
+// one, three instructions per vector and no carry handling in the loop
+// (see sum_amd64.s). No kernel touches a byte outside its slices, not even
+// under a mask (TestGuardPage). Elsewhere, and with -tags purego, a
+// pure-Go kernel does everything: a math/bits.Add64 carry chain and the
+// carry-free scheme side by side over 64-byte blocks. The tests run every
+// kernel the machine supports.
 //
 // # Performance
 //
-// See README.md in this directory for the table measured on the
-// development machine (AMD EPYC "Turin", Zen 5, Go 1.26, hot buffers,
-// fastest of many runs on a shared machine; BenchmarkPaired). "byte-pair"
-// is how many times faster Sum is than a byte-pair loop; "fused gain" is
-// CopyAndSum against copy() followed by Sum:
-//
-//	   size          Sum  byte-pair    CopyAndSum    copy()+Sum  fused gain
-//	   64 B     9.9 GB/s    2x     10.2 GB/s     4.3 GB/s   2.38x
-//	  256 B    38.1 GB/s    9x     37.2 GB/s    15.0 GB/s   2.48x
-//	 1500 B   144.6 GB/s   33x    123.6 GB/s    57.5 GB/s   2.15x
-//	 9000 B   263.4 GB/s   59x    176.0 GB/s    95.4 GB/s   1.84x
-//	65536 B   218.1 GB/s   48x    110.9 GB/s    71.1 GB/s   1.56x
+// BenchmarkSum and BenchmarkCopyAndSum measure by size and layout (for
+// example BenchmarkSum/4096/page-end and /4096/mid-page); BenchmarkSumImpl
+// forces each kernel set; BenchmarkPaired sets Sum and CopyAndSum beside a
+// byte-pair loop and copy() followed by Sum. README.md in this directory
+// has the tables, and make bench the C kernels of the same kinds.
 package csum

@@ -2,12 +2,153 @@
 
 #include "textflag.h"
 
-// The kernels add 64-bit little-endian lanes without carries: a lane x is
-// added whole to a wrapping accumulator A and its high half x>>32 to H;
-// at the end sum(lo) = A - H<<32 exactly, and sum(lo) + sum(hi) is the
-// lanes' worth modulo 0xFFFF (see sum_go.go). The Go side passes at most
-// 1 GiB per call, so no lane sum reaches 2^64 and the lanes can be added
-// together without carries. Tails use ADD/ADC on general registers.
+// The vector kernels add 64-bit little-endian lanes without carries: a
+// lane x is added whole to a wrapping accumulator A and its high half
+// x>>32 to H; at the end sum(lo) = A - H<<32 exactly, and sum(lo) +
+// sum(hi) is the lanes' worth modulo 0xFFFF (see sum_go.go). The Go side
+// passes at most 1 GiB per call, so no lane sum reaches 2^64 and the lanes
+// can be added together without carries. The scalar kernels and every
+// tail use an ADD/ADC chain on general registers.
+//
+// No kernel reads or writes a byte outside its slices, not even under an
+// all-zero mask: a masked load whose masked-off bytes fall on a page that
+// is not present takes a slow microcode assist (TestGuardPage checks the
+// bounds; BenchmarkSum/4096/page-end against /4096/mid-page shows the
+// time). Tails are summed by exact loads, or by an 8-byte load that ends
+// at the last byte and starts inside the slice.
+
+// SUMTAIL adds the last CX < 64 bytes at SI to AX (no carry pending) and
+// leaves the sum, with its carries folded in, in AX. The slice is at least
+// 8 bytes long. Clobbers CX, SI, R9.
+//
+// An odd last byte goes first: it is the low byte of a little-endian word.
+// The rest is an even count: 32, 16 and 8 bytes by exact loads, then the
+// last 0, 2, 4 or 6 bytes from the 8-byte word that ends at the end of the
+// slice, shifted right to drop the bytes already summed. An even shift
+// keeps every byte at its word position, low or high.
+#define SUMTAIL \
+	TESTQ   CX, CX \
+	JZ      tailDone \
+	TESTQ   $1, CX \
+	JZ      tailEven \
+	MOVBQZX -1(SI)(CX*1), R9 \
+	ADDQ    R9, AX \
+	ADCQ    $0, AX \
+	DECQ    CX \
+tailEven: \
+	TESTQ   $32, CX \
+	JZ      tail16 \
+	ADDQ    0(SI), AX \
+	ADCQ    8(SI), AX \
+	ADCQ    16(SI), AX \
+	ADCQ    24(SI), AX \
+	ADCQ    $0, AX \
+	ADDQ    $32, SI \
+tail16: \
+	TESTQ   $16, CX \
+	JZ      tail8 \
+	ADDQ    0(SI), AX \
+	ADCQ    8(SI), AX \
+	ADCQ    $0, AX \
+	ADDQ    $16, SI \
+tail8: \
+	TESTQ   $8, CX \
+	JZ      tail0 \
+	ADDQ    0(SI), AX \
+	ADCQ    $0, AX \
+	ADDQ    $8, SI \
+tail0: \
+	ANDQ    $6, CX \
+	JZ      tailDone \
+	MOVQ    -8(SI)(CX*1), R9 \
+	NEGQ    CX \
+	LEAQ    64(CX*8), CX \
+	SHRQ    CX, R9 \
+	ADDQ    R9, AX \
+	ADCQ    $0, AX \
+tailDone:
+
+// SUMTINY adds a whole slice of CX < 8 bytes at SI to AX (no carry
+// pending), by exact loads. Clobbers SI, R9.
+#define SUMTINY \
+	TESTQ   $4, CX \
+	JZ      tiny2 \
+	MOVLQZX (SI), R9 \
+	ADDQ    R9, AX \
+	ADCQ    $0, AX \
+	ADDQ    $4, SI \
+tiny2: \
+	TESTQ   $2, CX \
+	JZ      tiny1 \
+	MOVWQZX (SI), R9 \
+	ADDQ    R9, AX \
+	ADCQ    $0, AX \
+	ADDQ    $2, SI \
+tiny1: \
+	TESTQ   $1, CX \
+	JZ      tinyDone \
+	MOVBQZX (SI), R9 \
+	ADDQ    R9, AX \
+	ADCQ    $0, AX \
+tinyDone:
+
+// FINISH adds the initial value (a partial sum of big-endian words,
+// rotated by 8 to little-endian) to the sum in AX with an end-around
+// carry, folds it to 32 bits and rotates it back, into AX:
+// toBE(add64(AX, rotl(initial, 8))) in csum.go. Clobbers DX.
+#define FINISH \
+	MOVL initial+24(FP), DX \
+	ROLL $8, DX \
+	ADDQ DX, AX \
+	ADCQ $0, AX \
+	MOVQ AX, DX \
+	SHRQ $32, DX \
+	ADDL DX, AX \
+	ADCL $0, AX \
+	ROLL $8, AX
+
+// COPYTAIL copies the last CX < 32 bytes from SI to DI and adds them to AX
+// (no carry pending), by exact loads and stores. Clobbers CX, SI, DI, DX.
+#define COPYTAIL \
+copy8: \
+	CMPQ    CX, $8 \
+	JB      copy4 \
+	MOVQ    (SI), DX \
+	MOVQ    DX, (DI) \
+	ADDQ    DX, AX \
+	ADCQ    $0, AX \
+	ADDQ    $8, SI \
+	ADDQ    $8, DI \
+	SUBQ    $8, CX \
+	JMP     copy8 \
+copy4: \
+	CMPQ    CX, $4 \
+	JB      copy2 \
+	MOVL    (SI), DX \
+	MOVL    DX, (DI) \
+	ADDQ    DX, AX \
+	ADCQ    $0, AX \
+	ADDQ    $4, SI \
+	ADDQ    $4, DI \
+	SUBQ    $4, CX \
+copy2: \
+	CMPQ    CX, $2 \
+	JB      copy1 \
+	MOVWQZX (SI), DX \
+	MOVW    DX, (DI) \
+	ADDQ    DX, AX \
+	ADCQ    $0, AX \
+	ADDQ    $2, SI \
+	ADDQ    $2, DI \
+	SUBQ    $2, CX \
+copy1: \
+	TESTQ   CX, CX \
+	JZ      copyDone \
+	MOVBQZX (SI), DX \
+	MOVB    DX, (DI) \
+	ADDQ    DX, AX \
+	ADCQ    $0, AX \
+copyDone:
 
 // REDUCE256 turns the accumulators A (ya) and H (yh) into one 64-bit
 // integer in r: lanes of A - H<<32 + H, added across. Clobbers y1, y2.
@@ -21,13 +162,88 @@
 	VPADDQ       x1, xa, xa   \
 	MOVQ         xa, r
 
-// func sumAVX2(b []byte, acc uint64) uint64
-TEXT ·sumAVX2(SB), NOSPLIT, $0-40
+// REDUCE512 folds the 512-bit accumulators za (A) and zh (H) to 256 bits
+// in ya and yh. Clobbers y1.
+#define REDUCE512(za, zh, ya, yh, y1) \
+	VEXTRACTI64X4 $1, za, y1 \
+	VPADDQ        y1, ya, ya \
+	VEXTRACTI64X4 $1, zh, y1 \
+	VPADDQ        y1, yh, yh
+
+// func sum(b []byte, initial uint32) uint32
+//
+// sum is Sum (which the compiler inlines into a call of it): slices
+// shorter than vectorMin (all of them without AVX2) are summed here by one
+// add-with-carry chain; longer ones go to the vector kernel that the flags
+// in sum_amd64.go choose, by a tail call (the kernels take the same
+// arguments). Without assembly (useAsm false, for the tests) and for
+// slices longer than maxChunk it tail-calls the Go function sumSlow.
+TEXT ·sum(SB), NOSPLIT, $0-36
+	MOVQ b_len+8(FP), CX
+	CMPB ·useAsm(SB), $0
+	JEQ  slow
+	CMPQ CX, ·maxChunk(SB)
+	JGT  slow
+	CMPQ CX, ·vectorMin(SB)
+	JGE  vector
+
+scalar:
+	MOVQ b_base+0(FP), SI
+	XORL AX, AX
+	CMPQ CX, $8
+	JB   tiny
+	CMPQ CX, $64
+	JB   tail
+
+loop64:
+	ADDQ 0(SI), AX
+	ADCQ 8(SI), AX
+	ADCQ 16(SI), AX
+	ADCQ 24(SI), AX
+	ADCQ 32(SI), AX
+	ADCQ 40(SI), AX
+	ADCQ 48(SI), AX
+	ADCQ 56(SI), AX
+	ADCQ $0, AX
+	ADDQ $64, SI
+	SUBQ $64, CX
+	CMPQ CX, $64
+	JAE  loop64
+
+tail:
+	SUMTAIL
+	FINISH
+	MOVL AX, ret+32(FP)
+	RET
+
+tiny:
+	SUMTINY
+	FINISH
+	MOVL AX, ret+32(FP)
+	RET
+
+vector:
+	CMPB ·useAVX512(SB), $0
+	JEQ  avx2
+	CMPQ CX, ·avx512Min(SB)
+	JLT  avx2
+	JMP  ·sumAVX512(SB)
+
+avx2:
+	CMPB ·useAVX2(SB), $0
+	JEQ  scalar
+	JMP  ·sumAVX2(SB)
+
+slow:
+	JMP ·sumSlow(SB)
+
+// func sumAVX2(b []byte, initial uint32) uint32
+TEXT ·sumAVX2(SB), NOSPLIT, $0-36
 	MOVQ b_base+0(FP), SI
 	MOVQ b_len+8(FP), CX
-	MOVQ acc+24(FP), AX
+	XORL AX, AX
 	CMPQ CX, $32
-	JB   tail8
+	JB   scalar
 
 	VPXOR Y0, Y0, Y0 // A0
 	VPXOR Y1, Y1, Y1 // A1
@@ -38,9 +254,12 @@ TEXT ·sumAVX2(SB), NOSPLIT, $0-40
 	VPXOR Y6, Y6, Y6 // H2
 	VPXOR Y7, Y7, Y7 // H3
 
+	CMPQ CX, $128
+	JB   tail32
+
+	PCALIGN $32
+
 loop128:
-	CMPQ    CX, $128
-	JB      loop32
 	VMOVDQU 0(SI), Y8
 	VMOVDQU 32(SI), Y9
 	VMOVDQU 64(SI), Y10
@@ -59,18 +278,22 @@ loop128:
 	VPADDQ  Y11, Y7, Y7
 	ADDQ    $128, SI
 	SUBQ    $128, CX
-	JMP     loop128
+	CMPQ    CX, $128
+	JAE     loop128
+
+tail32:
+	CMPQ CX, $32
+	JB   reduce
 
 loop32:
-	CMPQ    CX, $32
-	JB      reduce
 	VMOVDQU (SI), Y8
 	VPADDQ  Y8, Y0, Y0
 	VPSRLQ  $32, Y8, Y8
 	VPADDQ  Y8, Y4, Y4
 	ADDQ    $32, SI
 	SUBQ    $32, CX
-	JMP     loop32
+	CMPQ    CX, $32
+	JAE     loop32
 
 reduce:
 	VPADDQ Y1, Y0, Y0
@@ -84,52 +307,28 @@ reduce:
 	ADDQ   DX, AX
 	ADCQ   $0, AX
 
-tail8:
-	CMPQ CX, $8
-	JB   tail4
-	ADDQ (SI), AX
-	ADCQ $0, AX
-	ADDQ $8, SI
-	SUBQ $8, CX
-	JMP  tail8
-
-tail4:
-	CMPQ  CX, $4
-	JB    tail2
-	MOVLQZX (SI), DX
-	ADDQ  DX, AX
-	ADCQ  $0, AX
-	ADDQ  $4, SI
-	SUBQ  $4, CX
-
-tail2:
-	CMPQ    CX, $2
-	JB      tail1
-	MOVWQZX (SI), DX
-	ADDQ    DX, AX
-	ADCQ    $0, AX
-	ADDQ    $2, SI
-	SUBQ    $2, CX
-
-tail1:
-	TESTQ   CX, CX
-	JZ      done
-	MOVBQZX (SI), DX
-	ADDQ    DX, AX
-	ADCQ    $0, AX
-
-done:
-	MOVQ AX, ret+32(FP)
+scalar:
+	CMPQ b_len+8(FP), $8
+	JB   tiny
+	SUMTAIL
+	FINISH
+	MOVL AX, ret+32(FP)
 	RET
 
-// func copySumAVX2(dst []byte, src []byte, acc uint64) uint64
-TEXT ·copySumAVX2(SB), NOSPLIT, $0-64
+tiny:
+	SUMTINY
+	FINISH
+	MOVL AX, ret+32(FP)
+	RET
+
+// func copySumAVX2(dst []byte, src []byte) uint64
+TEXT ·copySumAVX2(SB), NOSPLIT, $0-56
 	MOVQ dst_base+0(FP), DI
 	MOVQ src_base+24(FP), SI
 	MOVQ src_len+32(FP), CX
-	MOVQ acc+48(FP), AX
+	XORL AX, AX
 	CMPQ CX, $32
-	JB   tail8
+	JB   tail
 
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
@@ -193,65 +392,18 @@ reduce:
 	ADDQ   DX, AX
 	ADCQ   $0, AX
 
-tail8:
-	CMPQ CX, $8
-	JB   tail4
-	MOVQ (SI), DX
-	MOVQ DX, (DI)
-	ADDQ DX, AX
-	ADCQ $0, AX
-	ADDQ $8, SI
-	ADDQ $8, DI
-	SUBQ $8, CX
-	JMP  tail8
-
-tail4:
-	CMPQ    CX, $4
-	JB      tail2
-	MOVL    (SI), DX
-	MOVL    DX, (DI)
-	ADDQ    DX, AX
-	ADCQ    $0, AX
-	ADDQ    $4, SI
-	ADDQ    $4, DI
-	SUBQ    $4, CX
-
-tail2:
-	CMPQ    CX, $2
-	JB      tail1
-	MOVWQZX (SI), DX
-	MOVW    DX, (DI)
-	ADDQ    DX, AX
-	ADCQ    $0, AX
-	ADDQ    $2, SI
-	ADDQ    $2, DI
-	SUBQ    $2, CX
-
-tail1:
-	TESTQ   CX, CX
-	JZ      done
-	MOVBQZX (SI), DX
-	MOVB    DX, (DI)
-	ADDQ    DX, AX
-	ADCQ    $0, AX
-
-done:
-	MOVQ AX, ret+56(FP)
+tail:
+	COPYTAIL
+	MOVQ AX, ret+48(FP)
 	RET
 
-// REDUCE512 folds the 512-bit accumulators za (A) and zh (H) to 256 bits
-// in ya and yh. Clobbers y1.
-#define REDUCE512(za, zh, ya, yh, y1) \
-	VEXTRACTI64X4 $1, za, y1 \
-	VPADDQ        y1, ya, ya \
-	VEXTRACTI64X4 $1, zh, y1 \
-	VPADDQ        y1, yh, yh
-
-// func sumAVX512(b []byte, acc uint64) uint64
-TEXT ·sumAVX512(SB), NOSPLIT, $0-40
+// func sumAVX512(b []byte, initial uint32) uint32
+TEXT ·sumAVX512(SB), NOSPLIT, $0-36
 	MOVQ b_base+0(FP), SI
 	MOVQ b_len+8(FP), CX
-	MOVQ acc+24(FP), AX
+	XORL AX, AX
+	CMPQ CX, $32
+	JB   scalar
 
 	VPXORQ Z0, Z0, Z0 // A0
 	VPXORQ Z1, Z1, Z1 // A1
@@ -287,7 +439,7 @@ loop256:
 
 loop64:
 	CMPQ      CX, $64
-	JB        last
+	JB        fold
 	VMOVDQU64 (SI), Z8
 	VPADDQ    Z8, Z0, Z0
 	VPSRLQ    $32, Z8, Z8
@@ -296,17 +448,10 @@ loop64:
 	SUBQ      $64, CX
 	JMP       loop64
 
-last:
-	// The last 0..63 bytes: a zero-masked load reads only them (masked-off
-	// bytes do not fault), and zero bytes add nothing.
-	MOVQ      $-1, DX
-	BZHIQ     CX, DX, DX
-	KMOVQ     DX, K1
-	VMOVDQU8.Z (SI), K1, Z8
-	VPADDQ    Z8, Z1, Z1
-	VPSRLQ    $32, Z8, Z8
-	VPADDQ    Z8, Z5, Z5
-
+fold:
+	// Down to 256 bits (the VEX instructions below clear the upper
+	// halves), then at most one 32-byte load and the scalar tail: every
+	// load stays inside b.
 	VPADDQ Z1, Z0, Z0
 	VPADDQ Z3, Z2, Z2
 	VPADDQ Z2, Z0, Z0
@@ -314,19 +459,43 @@ last:
 	VPADDQ Z7, Z6, Z6
 	VPADDQ Z6, Z4, Z4
 	REDUCE512(Z0, Z4, Y0, Y4, Y1)
+	CMPQ    CX, $32
+	JB      reduce
+	VMOVDQU (SI), Y8
+	VPADDQ  Y8, Y0, Y0
+	VPSRLQ  $32, Y8, Y8
+	VPADDQ  Y8, Y4, Y4
+	ADDQ    $32, SI
+	SUBQ    $32, CX
+
+reduce:
 	REDUCE256(Y0, Y4, X0, X1, Y1, DX)
 	VZEROUPPER
 	ADDQ   DX, AX
 	ADCQ   $0, AX
-	MOVQ   AX, ret+32(FP)
+
+scalar:
+	CMPQ b_len+8(FP), $8
+	JB   tiny
+	SUMTAIL
+	FINISH
+	MOVL AX, ret+32(FP)
 	RET
 
-// func copySumAVX512(dst []byte, src []byte, acc uint64) uint64
-TEXT ·copySumAVX512(SB), NOSPLIT, $0-64
+tiny:
+	SUMTINY
+	FINISH
+	MOVL AX, ret+32(FP)
+	RET
+
+// func copySumAVX512(dst []byte, src []byte) uint64
+TEXT ·copySumAVX512(SB), NOSPLIT, $0-56
 	MOVQ dst_base+0(FP), DI
 	MOVQ src_base+24(FP), SI
 	MOVQ src_len+32(FP), CX
-	MOVQ acc+48(FP), AX
+	XORL AX, AX
+	CMPQ CX, $32
+	JB   tail
 
 	VPXORQ Z0, Z0, Z0
 	VPXORQ Z1, Z1, Z1
@@ -367,7 +536,7 @@ loop256:
 
 loop64:
 	CMPQ      CX, $64
-	JB        last
+	JB        fold
 	VMOVDQU64 (SI), Z8
 	VMOVDQU64 Z8, (DI)
 	VPADDQ    Z8, Z0, Z0
@@ -378,29 +547,9 @@ loop64:
 	SUBQ      $64, CX
 	JMP       loop64
 
-last:
-	// The last 0..63 bytes: summed from a zero-masked load. Masked stores
-	// are slow on some CPUs (AMD), so when the whole copy is at least 64
-	// bytes long the tail is copied by an unmasked store of the last 64
-	// bytes, rewriting bytes already copied with the same values.
-	MOVQ       $-1, DX
-	BZHIQ      CX, DX, DX
-	KMOVQ      DX, K1
-	VMOVDQU8.Z (SI), K1, Z8
-	CMPQ       src_len+32(FP), $64
-	JB         maskedstore
-	VMOVDQU64  -64(SI)(CX*1), Z9
-	VMOVDQU64  Z9, -64(DI)(CX*1)
-	JMP        tailsum
-
-maskedstore:
-	VMOVDQU8 Z8, K1, (DI)
-
-tailsum:
-	VPADDQ     Z8, Z1, Z1
-	VPSRLQ     $32, Z8, Z8
-	VPADDQ     Z8, Z5, Z5
-
+fold:
+	// As in sumAVX512: 256 bits, at most one 32-byte step, then the
+	// exact scalar tail.
 	VPADDQ Z1, Z0, Z0
 	VPADDQ Z3, Z2, Z2
 	VPADDQ Z2, Z0, Z0
@@ -408,9 +557,24 @@ tailsum:
 	VPADDQ Z7, Z6, Z6
 	VPADDQ Z6, Z4, Z4
 	REDUCE512(Z0, Z4, Y0, Y4, Y1)
+	CMPQ    CX, $32
+	JB      reduce
+	VMOVDQU (SI), Y8
+	VMOVDQU Y8, (DI)
+	VPADDQ  Y8, Y0, Y0
+	VPSRLQ  $32, Y8, Y8
+	VPADDQ  Y8, Y4, Y4
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	SUBQ    $32, CX
+
+reduce:
 	REDUCE256(Y0, Y4, X0, X1, Y1, DX)
 	VZEROUPPER
 	ADDQ   DX, AX
 	ADCQ   $0, AX
-	MOVQ   AX, ret+56(FP)
+
+tail:
+	COPYTAIL
+	MOVQ AX, ret+48(FP)
 	RET

@@ -4,7 +4,9 @@ package csum
 
 // Without assembly every size goes to the pure-Go kernels.
 
-func sum(b []byte, acc uint64) uint64 { return sumGo(b, acc) }
+func sum(b []byte, initial uint32) uint32 { return sumSlow(b, initial) }
+
+const useAsm = false
 
 func copySum(dst, src []byte, acc uint64) uint64 { return copySumGo(dst, src, acc) }
 

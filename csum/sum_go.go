@@ -47,27 +47,47 @@ func sumGo(b []byte, acc uint64) uint64 {
 // smallMax is the length below which Sum and CopyAndSum use sumSmall.
 const smallMax = 32
 
-// sumSmall returns the little-endian word sum of b, len(b) < smallMax,
-// without carries: each 8-byte load adds its two 32-bit halves, so the
-// result stays below 2^37 and adding it to a 32-bit initial value cannot
-// overflow either.
-func sumSmall(b []byte) uint64 {
-	var s uint64
-	for len(b) >= 8 {
-		x := binary.LittleEndian.Uint64(b)
+// useSmall is switched off by the tests that drive the kernels with every
+// length.
+var useSmall = true
+
+// sumSmall adds the little-endian word sum of b, len(b) < smallMax, to
+// s < 2^32, without carries: each 8-byte load adds its two 32-bit halves,
+// so the result stays below 2^36. It is straight-line code, without a loop
+// (a Go loop over words costs several times an ADC chain). An odd last
+// byte goes first (it is the low byte of its word); then whole words from
+// the start, and the last 2, 4 or 6 bytes from the word that ends at the
+// end, shifted right by an even number of bytes, which keeps every byte at
+// its place in its 16-bit word.
+func sumSmall(b []byte, s uint64) uint64 {
+	if n := len(b); n&1 != 0 {
+		s += uint64(b[n-1])
+		b = b[:n-1]
+	}
+	if len(b) < 8 {
+		if len(b) >= 4 {
+			s += uint64(binary.LittleEndian.Uint32(b[:4]))
+			if len(b) == 6 {
+				s += uint64(binary.LittleEndian.Uint16(b[4:6]))
+			}
+		} else if len(b) == 2 {
+			s += uint64(binary.LittleEndian.Uint16(b[:2]))
+		}
+		return s
+	}
+	x := binary.LittleEndian.Uint64(b[:8])
+	s += x&0xffffffff + x>>32
+	if len(b) >= 16 {
+		x = binary.LittleEndian.Uint64(b[8:16])
 		s += x&0xffffffff + x>>32
-		b = b[8:]
+		if len(b) >= 24 {
+			x = binary.LittleEndian.Uint64(b[16:24])
+			s += x&0xffffffff + x>>32
+		}
 	}
-	if len(b) >= 4 {
-		s += uint64(binary.LittleEndian.Uint32(b))
-		b = b[4:]
-	}
-	if len(b) >= 2 {
-		s += uint64(binary.LittleEndian.Uint16(b))
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		s += uint64(b[0])
+	if r := len(b) & 7; r != 0 {
+		x = binary.LittleEndian.Uint64(b[len(b)-8:]) >> (64 - 8*r)
+		s += x&0xffffffff + x>>32
 	}
 	return s
 }

@@ -10,7 +10,8 @@ import (
 
 // implementations lists every NT implementation of this build, each with a
 // function that forces it (switching the feature flags) and returns a
-// function that restores the flags.
+// function that restores the flags. Only those the CPU has are present;
+// TestImplsPresent checks that none the CPU has is missing.
 func implementations() []impl {
 	force := func(avx512, avx2 bool) func() func() {
 		return func() func() {
@@ -19,11 +20,14 @@ func implementations() []impl {
 			return func() { hasAVX512, hasAVX2 = o512, o2 }
 		}
 	}
-	return []impl{
-		{"avx512", cpu.X86.HasAVX512F, force(true, false)},
-		{"avx2", cpu.X86.HasAVX2, force(false, true)},
-		{"sse2", true, force(false, false)},
+	var l []impl
+	if cpu.X86.HasAVX512F {
+		l = append(l, impl{"avx512", true, force(true, false)})
 	}
+	if cpu.X86.HasAVX2 {
+		l = append(l, impl{"avx2", true, force(false, true)})
+	}
+	return append(l, impl{"sse2", true, force(false, false)})
 }
 
 func TestImplName(t *testing.T) {

@@ -4,23 +4,44 @@
 // source of package cbench (the harness builds it with gcc).
 
 /*
- * csumbench: the C counterpart of csum's Sum and CopyAndSum benchmarks
- * (issue 8). The Internet checksum (RFC 1071) of a hot buffer with AVX2,
- * the way a C data plane would write it: 32-byte loads, the 16-bit words
- * zero-extended to 32 bits and added into 32-bit lanes of four independent
- * accumulators (folded to 64 bits every 2048 loads, before any lane can
- * overflow), folded at the end; a fused copy-and-sum with the same loop
- * storing what it loads;
- * and memcpy for reference. Each result is checked against a byte-pair
- * reference before timing.
+ * csumbench: the C counterpart of csum's Sum and CopyAndSum benchmarks,
+ * each kernel written the way a careful C data plane would, so that every
+ * Go kernel is set against its like (issues 8, 14 and 19):
  *
- * Output: one JSON line per (function, size):
- *   {"bench":"sum","impl":"avx2","size":1500,"ns":N,"gbps":G}
- * ns is the best time per call over -r rounds of about -t ms each; gbps is
+ *   adc     a scalar add-with-carry chain, 64 bytes per iteration in
+ *           inline assembly (as Linux's csum_partial on x86-64), then 32,
+ *           16 and 8 bytes and a last partial word;
+ *   avx2    256-bit vectors, csum's scheme: each 64-bit lane added whole
+ *           to an accumulator A and its high half to H (sum of the low
+ *           halves = A - H<<32), four pairs of accumulators, 128 bytes per
+ *           iteration, the tail by the adc code;
+ *   avx512  the same with 512-bit vectors, 256 bytes per iteration, only
+ *           where the CPU has AVX-512 (F and BW);
+ *   memcpy  glibc's, the floor for the fused copy.
+ *
+ * copy_and_sum has avx2 and avx512 kernels that store what they load. No
+ * kernel reads or writes a byte outside its buffers: the last partial word
+ * is the 8-byte word that ends at the end of the buffer, shifted right
+ * (buffers of 8 bytes or more), or exact loads.
+ *
+ * Each call takes the previous call's sum as its initial value, as the Go
+ * benchmarks do (s = Sum(buf, s)), and the kernels are not inlined into
+ * the timing loop, so that nothing is hoisted out of it. Like csum's
+ * kernels, they sum the data from 0 and add the initial value last, so
+ * that the chain of calls does not wait for it. Every kernel
+ * is checked against a byte-pair reference at every length up to 300 and
+ * near each size before it is timed.
+ *
+ * Output: one JSON line per (function, kernel, size):
+ *   {"bench":"sum","impl":"avx512","size":1500,"ns":N,"gbps":G}
+ * ns is the best time per call over -r rounds of about -t ms (or -u
+ * microseconds) each: on a shared machine many short rounds (-u 20 -r 2000)
+ * find undisturbed ones where a few long ones do not. gbps is
  * size / ns (GB/s, 10^9 bytes per second).
  *
- * Build: gcc -O2 -mavx2 -o csumbench bench/c/csumbench.c
- * Run:   csumbench [-t MS] [-r ROUNDS] [SIZE...]   (default 1500 65536)
+ * Build: gcc -O3 -march=native -o csumbench bench/c/csumbench.c
+ *        (sh bench/c/build.sh csumbench does this)
+ * Run:   csumbench [-t MS | -u US] [-r ROUNDS] [SIZE...]   (default 1500 65536)
  */
 #define _GNU_SOURCE
 #include <immintrin.h>
@@ -39,10 +60,10 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* ref_sum is the byte-pair reference: big-endian 16-bit words. */
-static uint32_t ref_sum(const uint8_t *p, size_t n)
+/* ref_sum is the byte-pair reference: big-endian 16-bit words, folded. */
+static uint32_t ref_sum(const uint8_t *p, size_t n, uint32_t init)
 {
-	uint64_t s = 0;
+	uint64_t s = init;
 
 	for (size_t i = 0; i + 1 < n; i += 2)
 		s += (uint32_t)p[i] << 8 | p[i + 1];
@@ -53,190 +74,382 @@ static uint32_t ref_sum(const uint8_t *p, size_t n)
 	return (uint32_t)s;
 }
 
-static uint32_t fold64(uint64_t s)
+static uint32_t fold16(uint32_t s)
 {
-	s = (s & 0xffffffff) + (s >> 32);
-	s = (s & 0xffffffff) + (s >> 32);
 	s = (s & 0xffff) + (s >> 16);
 	s = (s & 0xffff) + (s >> 16);
-	s = (s & 0xffff) + (s >> 16);
-	return (uint32_t)s;
-}
-
-/* hsum adds the eight 32-bit lanes of v into a 64-bit value. */
-static uint64_t hsum(__m256i v)
-{
-	__m256i lo = _mm256_unpacklo_epi32(v, _mm256_setzero_si256());
-	__m256i hi = _mm256_unpackhi_epi32(v, _mm256_setzero_si256());
-	__m256i s = _mm256_add_epi64(lo, hi);
-	__m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-	return (uint64_t)_mm_cvtsi128_si64(t) + (uint64_t)_mm_extract_epi64(t, 1);
-}
-
-/* tail_le sums the last n < 64 bytes (little-endian words; swapped later). */
-static uint64_t tail_le(const uint8_t *p, size_t n)
-{
-	uint64_t s = 0;
-	size_t i = 0;
-
-	for (; i + 1 < n; i += 2)
-		s += (uint32_t)p[i] | (uint32_t)p[i + 1] << 8;
-	if (n & 1)
-		s += p[n - 1];
 	return s;
 }
 
-static uint32_t swap16(uint32_t s) { return ((s & 0xff) << 8) | (s >> 8); }
+/*
+ * The kernels return a 32-bit partial sum of big-endian words (as csum.Sum)
+ * from a 64-bit accumulator of little-endian words: fold to 32 bits with
+ * the end-around carry, then rotate by 8 (a byte swap of every 16-bit
+ * word, modulo 0xffff).
+ */
+static inline uint32_t to_be(uint64_t acc)
+{
+	uint32_t lo = (uint32_t)acc, hi = (uint32_t)(acc >> 32);
+	uint32_t s = lo + hi;
+
+	s += s < lo;
+	return (s << 8) | (s >> 24);
+}
+
+static inline uint64_t from_be(uint32_t init) { return (uint64_t)((init << 8) | (init >> 24)); }
+
+static inline uint64_t adc64(uint64_t a, uint64_t b)
+{
+	__asm__("addq %1, %0\n\tadcq $0, %0" : "+r"(a) : "r"(b) : "cc");
+	return a;
+}
 
 /*
- * sum_avx2 sums little-endian 16-bit words: each 32-byte load is split into
- * its even and odd 16-bit halves zero-extended to 32 bits, each added into
- * the 32-bit lanes of its own accumulator. Folded to 64 bits every 1024
- * 64-byte blocks, so no lane overflows (1024 * 0xffff < 2^32). The byte swap at the end turns the
- * little-endian sum into the big-endian one (RFC 1071's byte-order
- * independence).
+ * adc_tail adds the last n < 64 bytes at p to acc; the buffer holds at
+ * least 8 bytes (p - 8 + n is inside it) when whole is 1.
  */
-static uint32_t sum_avx2(const uint8_t *p, size_t n)
+static inline uint64_t adc_tail(const uint8_t *p, size_t n, uint64_t acc, int whole)
 {
-	const __m256i mask = _mm256_set1_epi32(0xffff);
-	uint64_t total = 0;
+	uint64_t w;
+	uint32_t l;
+	uint16_t h;
 
-	while (n >= 64) {
-		__m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-		size_t blocks = n / 64 > 1024 ? 1024 : n / 64;
-
-		for (size_t i = 0; i < blocks; i++) {
-			__m256i v = _mm256_loadu_si256((const __m256i *)p);
-			__m256i w = _mm256_loadu_si256((const __m256i *)(p + 32));
-
-			a0 = _mm256_add_epi32(a0, _mm256_and_si256(v, mask));
-			a1 = _mm256_add_epi32(a1, _mm256_srli_epi32(v, 16));
-			a2 = _mm256_add_epi32(a2, _mm256_and_si256(w, mask));
-			a3 = _mm256_add_epi32(a3, _mm256_srli_epi32(w, 16));
-			p += 64;
+	if (!whole) { /* fewer than 8 bytes in all */
+		if (n & 4) {
+			memcpy(&l, p, 4);
+			acc = adc64(acc, l);
+			p += 4;
 		}
-		n -= blocks * 64;
-		total += hsum(a0) + hsum(a1) + hsum(a2) + hsum(a3);
+		if (n & 2) {
+			memcpy(&h, p, 2);
+			acc = adc64(acc, h);
+			p += 2;
+		}
+		if (n & 1)
+			acc = adc64(acc, *p);
+		return acc;
 	}
-	total += tail_le(p, n);
-	return swap16(fold64(total));
+	if (n & 1) /* the odd last byte is the low byte of its word */
+		acc = adc64(acc, p[--n]);
+	if (n & 32) {
+		__asm__("addq 0(%[p]), %[a]\n\tadcq 8(%[p]), %[a]\n\tadcq 16(%[p]), %[a]\n\t"
+			"adcq 24(%[p]), %[a]\n\tadcq $0, %[a]"
+			: [a] "+r"(acc) : [p] "r"(p), "m"(*(const uint8_t(*)[32])p) : "cc");
+		p += 32;
+	}
+	if (n & 16) {
+		__asm__("addq 0(%[p]), %[a]\n\tadcq 8(%[p]), %[a]\n\tadcq $0, %[a]"
+			: [a] "+r"(acc) : [p] "r"(p), "m"(*(const uint8_t(*)[16])p) : "cc");
+		p += 16;
+	}
+	if (n & 8) {
+		memcpy(&w, p, 8);
+		acc = adc64(acc, w);
+		p += 8;
+	}
+	n &= 6;
+	if (n) {
+		memcpy(&w, p + n - 8, 8); /* ends at the end of the buffer */
+		acc = adc64(acc, w >> (64 - 8 * n));
+	}
+	return acc;
 }
 
-/* copy_sum_avx2 is sum_avx2 that also stores what it loads into dst. */
-static uint32_t copy_sum_avx2(uint8_t *dst, const uint8_t *p, size_t n)
+__attribute__((noinline)) static uint32_t sum_adc(const uint8_t *p, size_t n, uint32_t init)
 {
-	const __m256i mask = _mm256_set1_epi32(0xffff);
-	uint64_t total = 0;
+	uint64_t acc = 0; /* init is added last: the chain need not wait for it */
+	int whole = n >= 8;
 
-	while (n >= 64) {
-		__m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-		size_t blocks = n / 64 > 1024 ? 1024 : n / 64;
-
-		for (size_t i = 0; i < blocks; i++) {
-			__m256i v = _mm256_loadu_si256((const __m256i *)p);
-			__m256i w = _mm256_loadu_si256((const __m256i *)(p + 32));
-
-			_mm256_storeu_si256((__m256i *)dst, v);
-			_mm256_storeu_si256((__m256i *)(dst + 32), w);
-			a0 = _mm256_add_epi32(a0, _mm256_and_si256(v, mask));
-			a1 = _mm256_add_epi32(a1, _mm256_srli_epi32(v, 16));
-			a2 = _mm256_add_epi32(a2, _mm256_and_si256(w, mask));
-			a3 = _mm256_add_epi32(a3, _mm256_srli_epi32(w, 16));
-			p += 64;
-			dst += 64;
-		}
-		n -= blocks * 64;
-		total += hsum(a0) + hsum(a1) + hsum(a2) + hsum(a3);
-	}
-	memcpy(dst, p, n);
-	total += tail_le(p, n);
-	return swap16(fold64(total));
+	for (; n >= 64; n -= 64, p += 64)
+		__asm__("addq 0(%[p]), %[a]\n\tadcq 8(%[p]), %[a]\n\tadcq 16(%[p]), %[a]\n\t"
+			"adcq 24(%[p]), %[a]\n\tadcq 32(%[p]), %[a]\n\tadcq 40(%[p]), %[a]\n\t"
+			"adcq 48(%[p]), %[a]\n\tadcq 56(%[p]), %[a]\n\tadcq $0, %[a]"
+			: [a] "+r"(acc) : [p] "r"(p), "m"(*(const uint8_t(*)[64])p) : "cc");
+	return to_be(adc64(adc_tail(p, n, acc, whole), from_be(init)));
 }
+
+/* reduce256 returns the lanes' worth of accumulators A and H, added across. */
+__attribute__((target("avx2"))) static inline uint64_t reduce256(__m256i a, __m256i h)
+{
+	__m256i v = _mm256_add_epi64(_mm256_sub_epi64(a, _mm256_slli_epi64(h, 32)), h);
+	__m128i x = _mm_add_epi64(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+
+	return (uint64_t)_mm_cvtsi128_si64(x) + (uint64_t)_mm_extract_epi64(x, 1);
+}
+
+#define ACC256(a, h, v) \
+	do { \
+		a = _mm256_add_epi64(a, v); \
+		h = _mm256_add_epi64(h, _mm256_srli_epi64(v, 32)); \
+	} while (0)
+
+/*
+ * sum_avx2 and copy_sum_avx2 (COPY 0 or 1) share one body. Callers pass
+ * at most 1 GiB, so no lane sum of A or H wraps in a way that matters (see
+ * csum/sum_amd64.s).
+ */
+#define AVX2_BODY(COPY) \
+	uint64_t acc = 0; \
+	int whole = n >= 8; \
+	if (n >= 32) { \
+		__m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0; \
+		__m256i h0 = a0, h1 = a0, h2 = a0, h3 = a0; \
+		for (; n >= 128; n -= 128, p += 128) { \
+			__m256i v0 = _mm256_loadu_si256((const __m256i *)p); \
+			__m256i v1 = _mm256_loadu_si256((const __m256i *)(p + 32)); \
+			__m256i v2 = _mm256_loadu_si256((const __m256i *)(p + 64)); \
+			__m256i v3 = _mm256_loadu_si256((const __m256i *)(p + 96)); \
+			if (COPY) { \
+				_mm256_storeu_si256((__m256i *)dst, v0); \
+				_mm256_storeu_si256((__m256i *)(dst + 32), v1); \
+				_mm256_storeu_si256((__m256i *)(dst + 64), v2); \
+				_mm256_storeu_si256((__m256i *)(dst + 96), v3); \
+				dst += 128; \
+			} \
+			ACC256(a0, h0, v0); \
+			ACC256(a1, h1, v1); \
+			ACC256(a2, h2, v2); \
+			ACC256(a3, h3, v3); \
+		} \
+		for (; n >= 32; n -= 32, p += 32) { \
+			__m256i v = _mm256_loadu_si256((const __m256i *)p); \
+			if (COPY) { \
+				_mm256_storeu_si256((__m256i *)dst, v); \
+				dst += 32; \
+			} \
+			ACC256(a0, h0, v); \
+		} \
+		a0 = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)); \
+		h0 = _mm256_add_epi64(_mm256_add_epi64(h0, h1), _mm256_add_epi64(h2, h3)); \
+		acc = adc64(acc, reduce256(a0, h0)); \
+	} \
+	if (COPY) \
+		memcpy(dst, p, n); \
+	return to_be(adc64(adc_tail(p, n, acc, whole), from_be(init)));
+
+__attribute__((noinline, target("avx2"))) static uint32_t sum_avx2(const uint8_t *p, size_t n, uint32_t init)
+{
+	uint8_t *dst = NULL;
+
+	(void)dst;
+	AVX2_BODY(0)
+}
+
+__attribute__((noinline, target("avx2"))) static uint32_t copy_sum_avx2(uint8_t *dst, const uint8_t *p, size_t n,
+									 uint32_t init)
+{
+	AVX2_BODY(1)
+}
+
+#define ACC512(a, h, v) \
+	do { \
+		a = _mm512_add_epi64(a, v); \
+		h = _mm512_add_epi64(h, _mm512_srli_epi64(v, 32)); \
+	} while (0)
+
+/* sum_avx512 and copy_sum_avx512: AVX2_BODY with 512-bit vectors. */
+#define AVX512_BODY(COPY) \
+	uint64_t acc = 0; \
+	int whole = n >= 8; \
+	if (n >= 64) { \
+		__m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0; \
+		__m512i h0 = a0, h1 = a0, h2 = a0, h3 = a0; \
+		for (; n >= 256; n -= 256, p += 256) { \
+			__m512i v0 = _mm512_loadu_si512(p); \
+			__m512i v1 = _mm512_loadu_si512(p + 64); \
+			__m512i v2 = _mm512_loadu_si512(p + 128); \
+			__m512i v3 = _mm512_loadu_si512(p + 192); \
+			if (COPY) { \
+				_mm512_storeu_si512(dst, v0); \
+				_mm512_storeu_si512(dst + 64, v1); \
+				_mm512_storeu_si512(dst + 128, v2); \
+				_mm512_storeu_si512(dst + 192, v3); \
+				dst += 256; \
+			} \
+			ACC512(a0, h0, v0); \
+			ACC512(a1, h1, v1); \
+			ACC512(a2, h2, v2); \
+			ACC512(a3, h3, v3); \
+		} \
+		for (; n >= 64; n -= 64, p += 64) { \
+			__m512i v = _mm512_loadu_si512(p); \
+			if (COPY) { \
+				_mm512_storeu_si512(dst, v); \
+				dst += 64; \
+			} \
+			ACC512(a0, h0, v); \
+		} \
+		a0 = _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)); \
+		h0 = _mm512_add_epi64(_mm512_add_epi64(h0, h1), _mm512_add_epi64(h2, h3)); \
+		__m256i a = _mm256_add_epi64(_mm512_castsi512_si256(a0), _mm512_extracti64x4_epi64(a0, 1)); \
+		__m256i h = _mm256_add_epi64(_mm512_castsi512_si256(h0), _mm512_extracti64x4_epi64(h0, 1)); \
+		if (n >= 32) { \
+			__m256i v = _mm256_loadu_si256((const __m256i *)p); \
+			if (COPY) { \
+				_mm256_storeu_si256((__m256i *)dst, v); \
+				dst += 32; \
+			} \
+			ACC256(a, h, v); \
+			n -= 32; \
+			p += 32; \
+		} \
+		acc = adc64(acc, reduce256(a, h)); \
+	} \
+	if (COPY) \
+		memcpy(dst, p, n); \
+	return to_be(adc64(adc_tail(p, n, acc, whole), from_be(init)));
+
+__attribute__((noinline, target("avx512f,avx512bw,avx2"))) static uint32_t sum_avx512(const uint8_t *p, size_t n,
+										      uint32_t init)
+{
+	uint8_t *dst = NULL;
+
+	(void)dst;
+	AVX512_BODY(0)
+}
+
+__attribute__((noinline, target("avx512f,avx512bw,avx2"))) static uint32_t copy_sum_avx512(uint8_t *dst,
+											   const uint8_t *p, size_t n,
+											   uint32_t init)
+{
+	AVX512_BODY(1)
+}
+
+__attribute__((noinline)) static uint32_t copy_memcpy(uint8_t *dst, const uint8_t *src, size_t n, uint32_t init)
+{
+	memcpy(dst, src, n);
+	return init;
+}
+
+typedef uint32_t (*sum_fn)(const uint8_t *, size_t, uint32_t);
+typedef uint32_t (*copy_fn)(uint8_t *, const uint8_t *, size_t, uint32_t);
+
+struct kernel {
+	const char *bench, *impl;
+	sum_fn sum;   /* either */
+	copy_fn copy; /* or */
+	int avx512;   /* needs AVX-512 */
+	int check;    /* compare with the reference */
+};
+
+static const struct kernel kernels[] = {
+	{ "sum", "adc", sum_adc, NULL, 0, 1 },
+	{ "sum", "avx2", sum_avx2, NULL, 0, 1 },
+	{ "sum", "avx512", sum_avx512, NULL, 1, 1 },
+	{ "copy_and_sum", "avx2", NULL, copy_sum_avx2, 0, 1 },
+	{ "copy_and_sum", "avx512", NULL, copy_sum_avx512, 1, 1 },
+	{ "memcpy", "libc", NULL, copy_memcpy, 0, 0 },
+};
 
 static volatile uint32_t sink;
 
-enum fn { F_SUM, F_COPYSUM, F_MEMCPY };
-static const char *fn_names[] = { "sum", "copy_and_sum", "memcpy" };
-
-static double time_one(enum fn f, uint8_t *dst, const uint8_t *src, size_t n, uint64_t reps)
+static double time_one(const struct kernel *k, uint8_t *dst, const uint8_t *src, size_t n, uint64_t reps)
 {
 	uint64_t t0 = now_ns();
-	uint32_t s = 0;
+	uint32_t s = sink;
 
 	for (uint64_t i = 0; i < reps; i++) {
-		switch (f) {
-		case F_SUM: s += sum_avx2(src, n); break;
-		case F_COPYSUM: s += copy_sum_avx2(dst, src, n); break;
-		case F_MEMCPY: memcpy(dst, src, n); __asm__ volatile("" ::"r"(dst) : "memory"); break;
-		}
+		if (k->sum)
+			s = k->sum(src, n, s);
+		else
+			s = k->copy(dst, src, n, s);
+		__asm__ volatile("" : "+r"(s) : : "memory");
 	}
 	sink = s;
 	return (double)(now_ns() - t0) / (double)reps;
 }
 
+/* check compares k with the reference for length m, and its copy. */
+static int check(const struct kernel *k, uint8_t *dst, const uint8_t *src, size_t m)
+{
+	uint32_t init = (uint32_t)(m * 2654435761u), want = ref_sum(src, m, fold16(init) & 0xffff), got;
+
+	memset(dst, 0xa5, m + 64);
+	got = k->sum ? k->sum(src, m, init) : k->copy(dst, src, m, init);
+	got = fold16(got);
+	if (got % 0xffff != want % 0xffff || (got == 0) != (want == 0)) {
+		fprintf(stderr, "csumbench: %s %s: wrong sum at %zu bytes: %#x, want %#x\n", k->bench, k->impl, m, got,
+			want);
+		return 0;
+	}
+	if (k->copy && (memcmp(dst, src, m) != 0 || dst[m] != 0xa5)) {
+		fprintf(stderr, "csumbench: %s %s: wrong copy at %zu bytes\n", k->bench, k->impl, m);
+		return 0;
+	}
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
-	int ms = 100, rounds = 5, c;
-	size_t sizes[16], nsizes = 0;
+	int ms = 100, rounds = 5, c, has512;
+	double us = 0; /* -u: round length in microseconds, overrides -t */
+	size_t sizes[32], nsizes = 0;
+	const size_t nk = sizeof(kernels) / sizeof(kernels[0]);
 
-	while ((c = getopt(argc, argv, "t:r:h")) != -1) {
+	while ((c = getopt(argc, argv, "t:u:r:h")) != -1) {
 		switch (c) {
 		case 't': ms = atoi(optarg); break;
+		case 'u': us = atof(optarg); break;
 		case 'r': rounds = atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: csumbench [-t MS] [-r ROUNDS] [SIZE...]\n");
+			fprintf(stderr, "usage: csumbench [-t MS | -u US] [-r ROUNDS] [SIZE...]\n");
 			return c == 'h' ? 0 : 1;
 		}
 	}
-	for (; optind < argc && nsizes < 16; optind++)
+	for (; optind < argc && nsizes < 32; optind++)
 		sizes[nsizes++] = strtoul(argv[optind], NULL, 10);
 	if (nsizes == 0) {
 		sizes[nsizes++] = 1500;
 		sizes[nsizes++] = 65536;
 	}
-	if (ms < 1 || rounds < 1) {
-		fprintf(stderr, "csumbench: -t and -r must be positive\n");
+	if (ms < 1 || rounds < 1 || us < 0) {
+		fprintf(stderr, "csumbench: -t, -u and -r must be positive\n");
 		return 1;
 	}
+	if (us == 0)
+		us = 1000.0 * ms;
 	if (!__builtin_cpu_supports("avx2")) {
 		fprintf(stderr, "csumbench: the CPU has no AVX2\n");
 		return 1;
 	}
+	has512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
 	for (size_t k = 0; k < nsizes; k++) {
 		size_t n = sizes[k];
-		uint8_t *src = aligned_alloc(64, n + 64), *dst = aligned_alloc(64, n + 64);
+		uint8_t *src = aligned_alloc(4096, n + 4096), *dst = aligned_alloc(4096, n + 4096);
 
 		if (!src || !dst || n == 0 || n > (1 << 26)) {
 			fprintf(stderr, "csumbench: bad size %zu\n", n);
 			return 1;
 		}
-		for (size_t i = 0; i < n; i++)
+		for (size_t i = 0; i < n + 64; i++)
 			src[i] = (uint8_t)(i * 7 + 3);
-		/* Check against the reference, at odd lengths too. */
-		for (size_t m = n > 97 ? n - 97 : 0; m <= n; m++) {
-			uint32_t a = sum_avx2(src, m), b = ref_sum(src, m), d = copy_sum_avx2(dst, src, m);
-
-			if ((a % 0xffff) != (b % 0xffff) || d != a || memcmp(dst, src, m) != 0) {
-				fprintf(stderr, "csumbench: wrong sum at %zu bytes: %#x, want %#x\n", m, a, b);
-				return 1;
-			}
-		}
-		for (int f = F_SUM; f <= F_MEMCPY; f++) {
-			/* Calibrate the repetitions to about ms per round. */
+		for (size_t j = 0; j < nk; j++) {
+			const struct kernel *kn = &kernels[j];
 			uint64_t reps = 16;
 			double best = -1;
 
-			while (time_one((enum fn)f, dst, src, n, reps) * (double)reps < 1e6 * ms / 4)
+			if (kn->avx512 && !has512)
+				continue;
+			if (kn->check) {
+				for (size_t m = 0; m <= 300; m++)
+					if (!check(kn, dst, src, m))
+						return 1;
+				for (size_t m = n > 97 ? n - 97 : 0; m <= n; m++)
+					if (!check(kn, dst, src, m))
+						return 1;
+			}
+			/* Calibrate the repetitions to about us per round. */
+			while (time_one(kn, dst, src, n, reps) * (double)reps < 1e3 * us / 4)
 				reps *= 2;
 			reps *= 4;
 			for (int r = 0; r < rounds; r++) {
-				double t = time_one((enum fn)f, dst, src, n, reps);
+				double t = time_one(kn, dst, src, n, reps);
 
 				if (best < 0 || t < best)
 					best = t;
 			}
-			printf("{\"bench\":\"%s\",\"impl\":\"%s\",\"size\":%zu,\"ns\":%.3f,\"gbps\":%.3f}\n",
-			       fn_names[f], f == F_MEMCPY ? "libc" : "avx2", n, best, (double)n / best);
+			printf("{\"bench\":\"%s\",\"impl\":\"%s\",\"size\":%zu,\"ns\":%.3f,\"gbps\":%.3f}\n", kn->bench,
+			       kn->impl, n, best, (double)n / best);
 		}
 		free(src);
 		free(dst);
