@@ -22,8 +22,8 @@
 //	xdprecv -i eth1 -count 1000000 -pcap /tmp/rx.pcap -snaplen 128
 //	xdprecv -i eth1 -port 0 -duration 10s -metrics 127.0.0.1:9103
 //
-// The pcap file is the classic libpcap format (24-byte global header,
-// magic 0xa1b2c3d4 in host byte order, version 2.4, microsecond
-// timestamps, link type 1 = Ethernet; then a 16-byte record header per
-// packet: seconds, microseconds, captured length, original length).
+// The pcap file is the libpcap format with nanosecond timestamps (24-byte
+// global header, magic 0xa1b23c4d in little-endian byte order, version
+// 2.4, link type 1 = Ethernet; then a 16-byte record header per packet:
+// seconds, nanoseconds, captured length, original length).
 package main

@@ -77,11 +77,11 @@ func TestPcap(t *testing.T) {
 	}
 	b := buf.Bytes()
 	le := binary.LittleEndian
-	if le.Uint32(b) != 0xa1b2c3d4 || le.Uint16(b[4:]) != 2 || le.Uint16(b[6:]) != 4 || le.Uint32(b[16:]) != 80 || le.Uint32(b[20:]) != 1 {
+	if le.Uint32(b) != 0xa1b23c4d || le.Uint16(b[4:]) != 2 || le.Uint16(b[6:]) != 4 || le.Uint32(b[16:]) != 80 || le.Uint32(b[20:]) != 1 {
 		t.Fatalf("global header %x", b[:24])
 	}
 	r := b[24:]
-	if le.Uint32(r) != 1700000000 || le.Uint32(r[4:]) != 123456 || le.Uint32(r[8:]) != 80 || le.Uint32(r[12:]) != 100 || !bytes.Equal(r[16:96], f[:80]) {
+	if le.Uint32(r) != 1700000000 || le.Uint32(r[4:]) != 123456000 || le.Uint32(r[8:]) != 80 || le.Uint32(r[12:]) != 100 || !bytes.Equal(r[16:96], f[:80]) {
 		t.Fatalf("first record %x", r[:16])
 	}
 	r = r[96:]
