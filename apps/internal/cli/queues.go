@@ -24,12 +24,14 @@ func (q *QueueFlags) Register(fs *flag.FlagSet) {
 	fs.IntVar(&q.Queue, "q", 0, "queue (one); see -queues for several")
 	fs.IntVar(&q.Queue, "queue", 0, "same as -q")
 	fs.StringVar(&q.Queues, "queues", "", "serve several queues, one thread each: N (queues 0..N-1) or a list (0,2-3)")
-	fs.StringVar(&q.CPUs, "cpus", "", "CPUs for the queues' threads, one per queue in turn (e.g. 2-3), or none (no pinning); default: one per queue from the allowed CPUs")
+	fs.StringVar(&q.CPUs, "cpus", "", "CPUs for the queues' threads, one per queue in turn (e.g. 2-3), or none (no pinning); default with -queues: one per queue from the allowed CPUs; with -q: not pinned")
 	fs.StringVar(&q.Exclude, "exclude-cpus", "", "CPUs the default choice skips (e.g. 0)")
 }
 
 // Resolve returns the queue ids and the CPU of each (nil CPUs: no
-// pinning; mq.Config.NoPin).
+// pinning; mq.Config.NoPin). With -queues the queues are pinned by
+// default, one CPU each from the allowed ones minus -exclude-cpus; a
+// single -q queue only when -cpus is given.
 func (q *QueueFlags) Resolve() (queues, cpus []int, err error) {
 	switch {
 	case q.Queues == "":
@@ -62,10 +64,12 @@ func (q *QueueFlags) Resolve() (queues, cpus []int, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("-exclude-cpus %q: %w", q.Exclude, err)
 	}
-	switch q.CPUs {
-	case "none":
+	switch {
+	case q.CPUs == "none", q.CPUs == "" && q.Queues == "":
+		// One queue by -q: not pinned unless -cpus says where, as before
+		// -queues existed.
 		return queues, nil, nil
-	case "":
+	case q.CPUs == "":
 		cpus, err = mq.AssignCPUs(len(queues), exclude)
 		if err != nil {
 			return nil, nil, fmt.Errorf("-cpus: %w", err)
