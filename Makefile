@@ -9,7 +9,7 @@ STATICCHECK_VERSION ?= v0.6.1
 TESTFLAGS   ?=
 export GOTOOLCHAIN ?= local
 
-.PHONY: all build test fuzz lint demo soak bench bench-quick clean
+.PHONY: all build test fuzz lint demo demo-mq soak bench bench-quick clean
 
 all: build
 
@@ -58,6 +58,12 @@ demo:
 	@d=$$(mktemp -d /tmp/xdpkit-demo.XXXXXX) && trap 'rm -rf "$$d"' EXIT INT TERM && \
 	$(GO) build -o "$$d/" ./apps/xdpgen ./apps/xdpfwd ./apps/xdprecv ./apps/xdpdemo && \
 	"$$d/xdpdemo"
+
+## demo-mq: the demo on 2 queues per veth, each program one pinned thread per queue.
+demo-mq:
+	@d=$$(mktemp -d /tmp/xdpkit-demo.XXXXXX) && trap 'rm -rf "$$d"' EXIT INT TERM && \
+	$(GO) build -o "$$d/" ./apps/xdpgen ./apps/xdpfwd ./apps/xdprecv ./apps/xdpdemo && \
+	"$$d/xdpdemo" -queues 2
 
 ## soak: generator -> forwarder -> receiver for SOAK with link flaps every
 ## FLAP; reports every loss and fails if the forwarder's memory or fds grew.

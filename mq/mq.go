@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/cpu"
+	"golang.org/x/sys/unix"
 
 	"github.com/xdpkit/xdpkit/internal/netdev"
 	"github.com/xdpkit/xdpkit/rxpath"
@@ -87,7 +89,14 @@ type Queue struct {
 	Counters *Counters
 
 	tid atomic.Int64 // the thread running the queue, 0 when none
+	cpu atomic.Int64 // CPU time of the thread in the last Run or Go, ns
 }
+
+// CPUTime is the CPU time (user and system, CLOCK_THREAD_CPUTIME_ID) the
+// queue's thread used during the last Run or Go, known once it returned:
+// the queue's own cost, including the kernel work done in its system
+// calls (copy-mode transmit, wake-ups).
+func (q *Queue) CPUTime() time.Duration { return time.Duration(q.cpu.Load()) }
 
 // Thread returns the id of the OS thread serving the queue while Run
 // runs, and 0 otherwise.
@@ -301,8 +310,17 @@ func (s *Set) Go(ctx context.Context, fn func(ctx context.Context, q *Queue) err
 	return nil
 }
 
-// serve runs fn for q on a locked, pinned thread. The goroutine never
-// unlocks: when it ends, its thread ends too.
+// threadCPU is the calling thread's CPU time.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
+// serve runs fn for q on a locked thread, pinned unless NoPin. A pinned
+// goroutine never unlocks: when it ends, its thread ends too.
 func (s *Set) serve(ctx context.Context, q *Queue, fn func(ctx context.Context, q *Queue) error) error {
 	if q.CPU >= 0 {
 		tid, err := PinThread(q.CPU)
@@ -310,9 +328,15 @@ func (s *Set) serve(ctx context.Context, q *Queue, fn func(ctx context.Context, 
 			return fmt.Errorf("queue %d: %w", q.ID, err)
 		}
 		q.tid.Store(int64(tid))
+	} else {
+		runtime.LockOSThread() // its own thread all the same, with its affinity untouched
+		defer runtime.UnlockOSThread()
+		q.tid.Store(int64(unix.Gettid()))
 	}
 	defer q.tid.Store(0)
+	t0 := threadCPU()
 	err := fn(ctx, q)
+	q.cpu.Store(int64(threadCPU() - t0))
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		if ctx.Err() != nil {
 			return nil

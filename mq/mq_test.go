@@ -265,6 +265,9 @@ func TestQueueToPeerQueue(t *testing.T) {
 				if qs.Packets != count || qs.Drops != 0 || c.wrongQ.Load() != 0 {
 					t.Errorf("queue %d: %d datagrams of %d, %d bad, %d from another queue", qs.ID, qs.Packets, count, qs.Drops, c.wrongQ.Load())
 				}
+				if q := b.rx.Queues()[i]; q.CPUTime() <= 0 {
+					t.Errorf("queue %d: thread CPU time %v", q.ID, q.CPUTime())
+				}
 				if qs.RXPackets != qs.Packets {
 					t.Errorf("queue %d: poller took %d packets, checker counted %d", qs.ID, qs.RXPackets, qs.Packets)
 				}

@@ -12,6 +12,12 @@
 // packets counted and dropped at every stage: generator, both veth pairs,
 // forwarder, receiver.
 //
+// With -queues N every veth has N queues and the three programs serve all
+// of them, one pinned thread per queue each (xdpgen spreads its flows
+// over the queues, xdpfwd forwards queue i to queue i); the report adds
+// a table with each queue's share and the CPU time of each queue's
+// thread (make demo-mq: 2 queues).
+//
 // With -soak it runs for -duration (up to 24h) while flapping the
 // forwarder's links down and up every -flap, reports every loss stage by
 // stage, and the forwarder's memory (VmRSS) and open file descriptors
@@ -44,7 +50,7 @@ import (
 
 const usage = `xdpdemo: generator -> forwarder -> receiver on a three-namespace veth topology.
 
-Usage: xdpdemo [-bin DIR] [-rate R] [-duration D] [-size N] [-flows N] [-ipv6] [-policy P] [-bench] [-soak [-flap D]] [-quiet]`
+Usage: xdpdemo [-bin DIR] [-rate R] [-duration D] [-size N] [-flows N] [-ipv6] [-policy P] [-queues N] [-bench] [-soak [-flap D]] [-quiet]`
 
 type config struct {
 	bin      string
@@ -54,6 +60,7 @@ type config struct {
 	flows    int
 	ipv6     bool
 	policy   string
+	queues   int
 	bench    bool
 	soak     bool
 	flap     time.Duration
@@ -67,6 +74,14 @@ type genSummary struct {
 	Policy, PolicyReason   string
 	TXInvalid              uint64
 	AccountingOK           bool
+	Queues                 []queueSummary
+}
+
+// queueSummary is one queue's share in any of the three summaries.
+type queueSummary struct {
+	Queue, CPU             int
+	Sent, Forwarded, Valid uint64
+	CPUSeconds             float64
 }
 
 type fwdSummary struct {
@@ -78,6 +93,7 @@ type fwdSummary struct {
 		RXDropped, RXRingFull, RXFillEmpty, TXInvalid uint64
 	}
 	AccountingOK bool
+	Queues       []queueSummary
 }
 
 type recvSummary struct {
@@ -85,6 +101,7 @@ type recvSummary struct {
 	TTLMin, TTLMax                                                                         int
 	Mpps, CPUSeconds                                                                       float64
 	AccountingOK                                                                           bool
+	Queues                                                                                 []queueSummary
 }
 
 func main() {
@@ -98,6 +115,7 @@ func main() {
 	fs.IntVar(&c.flows, "flows", 4, "generator flows")
 	fs.BoolVar(&c.ipv6, "ipv6", false, "send IPv6")
 	fs.StringVar(&c.policy, "policy", "auto", "generator copy policy: auto, offload, software, nt, plain")
+	fs.IntVar(&c.queues, "queues", 1, "queues per veth, each served by its own pinned thread in every program")
 	fs.BoolVar(&c.bench, "bench", false, "benchmark: 64-byte frames flat out, drops at every stage")
 	fs.BoolVar(&c.soak, "soak", false, "soak: run for -duration with link flaps; check memory and fds do not grow")
 	fs.DurationVar(&c.flap, "flap", 5*time.Second, "with -soak: flap the forwarder's links this often")
@@ -112,6 +130,9 @@ func main() {
 	}
 	if c.soak && (c.flap < 100*time.Millisecond || c.bench) {
 		app.Fail("-soak: -flap must be at least 100ms, and -bench does not go with it")
+	}
+	if c.queues < 1 || c.queues > 64 {
+		app.Fail("-queues %d: want 1..64", c.queues)
 	}
 	if c.bench {
 		c.rate, c.size = "max", "64"
@@ -145,7 +166,7 @@ func main() {
 func run(ctx context.Context, c *config) (err error) {
 	vethns.Sweep() // namespaces of earlier runs that were killed
 	fmt.Println("xdpdemo: building gen-ns -- fwd-ns -- recv-ns")
-	t, err := topo.Create(nil)
+	t, err := topo.Create(&topo.Config{Queues: c.queues})
 	if err != nil {
 		return err
 	}
@@ -179,11 +200,15 @@ func run(ctx context.Context, c *config) (err error) {
 		procs = append([]*topo.Proc{p}, procs...)
 		return p, p.WaitReady(ctx, 10*time.Second)
 	}
-	recv, err := start(t.Recv, "xdprecv", "-i", t.Out.B.Name)
+	var qargs []string
+	if c.queues > 1 {
+		qargs = []string{"-queues", fmt.Sprint(c.queues)}
+	}
+	recv, err := start(t.Recv, "xdprecv", append([]string{"-i", t.Out.B.Name}, qargs...)...)
 	if err != nil {
 		return err
 	}
-	fwd, err := start(t.Fwd, "xdpfwd", "-i", t.In.B.Name, "-o", t.Out.A.Name)
+	fwd, err := start(t.Fwd, "xdpfwd", append([]string{"-i", t.In.B.Name, "-o", t.Out.A.Name}, qargs...)...)
 	if err != nil {
 		return err
 	}
@@ -191,8 +216,8 @@ func run(ctx context.Context, c *config) (err error) {
 	if err != nil {
 		return err
 	}
-	gen, err := start(t.Gen, "xdpgen", "-i", t.In.A.Name, "-dst", dst.String(), "-rate", c.rate,
-		"-duration", c.duration.String(), "-size", c.size, "-flows", fmt.Sprint(c.flows), "-policy", c.policy)
+	gen, err := start(t.Gen, "xdpgen", append([]string{"-i", t.In.A.Name, "-dst", dst.String(), "-rate", c.rate,
+		"-duration", c.duration.String(), "-size", c.size, "-flows", fmt.Sprint(max(c.flows, c.queues)), "-policy", c.policy}, qargs...)...)
 	if err != nil {
 		return err
 	}
@@ -276,6 +301,16 @@ func report(c *config, g *genSummary, f *fwdSummary, r *recvSummary, before, aft
 	w.Flush()
 	fmt.Printf("copy policy: %s -- %s\n", g.Policy, g.PolicyReason)
 	fmt.Printf("forwarder: attach %s, TTL %d -> %d at the receiver, CPU %.2f s\n", f.AttachMode, 64, r.TTLMax, f.CPUSeconds)
+	if c.queues > 1 && len(g.Queues) == c.queues && len(f.Queues) == c.queues && len(r.Queues) == c.queues {
+		fmt.Println("\nper queue (each program's queue i on its own thread; CPU: the thread's CPU time):")
+		w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(w, "queue\tsent\tforwarded\treceived\tgen CPU s\tfwd CPU s\trecv CPU s\tfwd pinned to\t")
+		for i := range c.queues {
+			fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\tCPU %d\t\n", f.Queues[i].Queue, g.Queues[i].Sent, f.Queues[i].Forwarded,
+				r.Queues[i].Valid, g.Queues[i].CPUSeconds, f.Queues[i].CPUSeconds, r.Queues[i].CPUSeconds, f.Queues[i].CPU)
+		}
+		w.Flush()
+	}
 	d := func(i int) topo.LinkStats {
 		a, b := after[i], before[i]
 		return topo.LinkStats{RxPackets: a.RxPackets - b.RxPackets, TxPackets: a.TxPackets - b.TxPackets,

@@ -53,7 +53,8 @@ type QueueSummary struct {
 	Queue, CPU          int
 	Received, Forwarded uint64
 	Bytes, Drops        uint64
-	Chains              uint64 // multi-buffer packets received
+	Chains              uint64  // multi-buffer packets received
+	CPUSeconds          float64 // the queue thread's CPU time
 }
 
 // PortXDP are one interface's kernel counters (XDP_STATISTICS), summed
@@ -180,7 +181,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		f := fwds[i]
 		pst, _ := q.Poller.Stats()
 		sum.Queues = append(sum.Queues, QueueSummary{Queue: q.ID, CPU: q.CPU, Received: pst.Packets,
-			Forwarded: f.c.forwarded.Load(), Bytes: f.c.bytes.Load(), Drops: f.c.drops(), Chains: pst.Chains})
+			Forwarded: f.c.forwarded.Load(), Bytes: f.c.bytes.Load(), Drops: f.c.drops(), Chains: pst.Chains, CPUSeconds: q.CPUTime().Seconds()})
 		sum.Received += pst.Packets
 		sum.Forwarded += f.c.forwarded.Load()
 		sum.Bytes += f.c.bytes.Load()

@@ -47,6 +47,7 @@ type QueueSummary struct {
 	Queue, CPU, Flows int
 	Sent, Bytes       uint64
 	Completed         uint64
+	CPUSeconds        float64 // the queue thread's CPU time
 }
 
 func run(ctx context.Context, c *config) (*Summary, error) {
@@ -187,7 +188,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		g := gens[i]
 		st := g.s.Stats()
 		sum.Queues = append(sum.Queues, QueueSummary{Queue: q.ID, CPU: q.CPU, Flows: len(g.flows),
-			Sent: g.sent, Bytes: g.bytes, Completed: st.Completed})
+			Sent: g.sent, Bytes: g.bytes, Completed: st.Completed, CPUSeconds: q.CPUTime().Seconds()})
 		sum.Sent += g.sent
 		sum.Bytes += g.bytes
 		sum.Completed += st.Completed

@@ -53,6 +53,7 @@ type QueueSummary struct {
 	Queue, CPU            int
 	Packets, Bytes, Valid uint64
 	Lost                  uint64
+	CPUSeconds            float64 // the queue thread's CPU time
 }
 
 func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, error) {
@@ -196,7 +197,8 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 		r := rs[i]
 		st, _ := q.Poller.Stats()
 		x := st.Sockets[0].XDP
-		qs := QueueSummary{Queue: q.ID, CPU: q.CPU, Packets: r.packets.Load(), Bytes: r.bytes.Load(), Valid: r.valid.Load()}
+		qs := QueueSummary{Queue: q.ID, CPU: q.CPU, Packets: r.packets.Load(), Bytes: r.bytes.Load(), Valid: r.valid.Load(),
+			CPUSeconds: q.CPUTime().Seconds()}
 		if g, l := r.gaps.Load(), r.late.Load(); g > l {
 			qs.Lost = g - l
 		}
