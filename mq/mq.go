@@ -284,6 +284,8 @@ func (s *Set) Go(ctx context.Context, fn func(ctx context.Context, q *Queue) err
 	s.running, s.stop, s.done = true, cancel, make(chan struct{})
 	s.mu.Unlock()
 
+	acquireProcs(len(s.queues))
+	defer releaseProcs(len(s.queues))
 	errs := make([]error, len(s.queues))
 	var wg sync.WaitGroup
 	for i, q := range s.queues {

@@ -38,7 +38,7 @@ type bed struct {
 	flows  []*txpath.UDPFlow // per sending queue
 }
 
-func newBed(t *testing.T, queues, mtu int) *bed {
+func newBed(t testing.TB, queues, mtu int) *bed {
 	t.Helper()
 	vethns.Require(t)
 	b := &bed{a: vethns.NewNS(t), b: vethns.NewNS(t)}

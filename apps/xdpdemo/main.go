@@ -301,13 +301,15 @@ func report(c *config, g *genSummary, f *fwdSummary, r *recvSummary, before, aft
 	w.Flush()
 	fmt.Printf("copy policy: %s -- %s\n", g.Policy, g.PolicyReason)
 	fmt.Printf("forwarder: attach %s, TTL %d -> %d at the receiver, CPU %.2f s\n", f.AttachMode, 64, r.TTLMax, f.CPUSeconds)
-	if c.queues > 1 && len(g.Queues) == c.queues && len(f.Queues) == c.queues && len(r.Queues) == c.queues {
+	if (c.queues > 1 || c.bench) && len(g.Queues) == c.queues && len(f.Queues) == c.queues && len(r.Queues) == c.queues {
 		fmt.Println("\nper queue (each program's queue i on its own thread; CPU: the thread's CPU time):")
 		w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(w, "queue\tsent\tforwarded\treceived\tgen CPU s\tfwd CPU s\trecv CPU s\tfwd pinned to\t")
+		fmt.Fprintln(w, "queue\tsent\tforwarded\treceived\tgen CPU s\tfwd CPU s\trecv CPU s\tfwd ns/pkt\tfwd pinned to\t")
 		for i := range c.queues {
-			fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\tCPU %d\t\n", f.Queues[i].Queue, g.Queues[i].Sent, f.Queues[i].Forwarded,
-				r.Queues[i].Valid, g.Queues[i].CPUSeconds, f.Queues[i].CPUSeconds, r.Queues[i].CPUSeconds, f.Queues[i].CPU)
+			fq := f.Queues[i]
+			fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.0f\tCPU %d\t\n", fq.Queue, g.Queues[i].Sent, fq.Forwarded,
+				r.Queues[i].Valid, g.Queues[i].CPUSeconds, fq.CPUSeconds, r.Queues[i].CPUSeconds,
+				fq.CPUSeconds*1e9/float64(max(fq.Forwarded, 1)), fq.CPU)
 		}
 		w.Flush()
 	}
