@@ -307,9 +307,13 @@ func report(c *config, g *genSummary, f *fwdSummary, r *recvSummary, before, aft
 		fmt.Fprintln(w, "queue\tsent\tforwarded\treceived\tgen CPU s\tfwd CPU s\trecv CPU s\tfwd ns/pkt\tfwd pinned to\t")
 		for i := range c.queues {
 			fq := f.Queues[i]
-			fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.0f\tCPU %d\t\n", fq.Queue, g.Queues[i].Sent, fq.Forwarded,
+			pin := "not pinned"
+			if fq.CPU >= 0 {
+				pin = fmt.Sprintf("CPU %d", fq.CPU)
+			}
+			fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.0f\t%s\t\n", fq.Queue, g.Queues[i].Sent, fq.Forwarded,
 				r.Queues[i].Valid, g.Queues[i].CPUSeconds, fq.CPUSeconds, r.Queues[i].CPUSeconds,
-				fq.CPUSeconds*1e9/float64(max(fq.Forwarded, 1)), fq.CPU)
+				fq.CPUSeconds*1e9/float64(max(fq.Forwarded, 1)), pin)
 		}
 		w.Flush()
 	}
