@@ -34,6 +34,14 @@
 // by default one per queue in order from the CPUs the process may run on
 // ([AssignCPUs]), skipping Config.ExcludeCPUs.
 //
+// A goroutine locked to its thread runs only while that thread holds one
+// of the runtime's GOMAXPROCS Ps; busy queue threads that outnumber the Ps
+// take turns through the scheduler. So while queues run, GOMAXPROCS is
+// kept at least at the number of running queue threads plus one, and
+// given back when the last stops (BenchmarkQueues measured 2 queues
+// slower than 1 on a 2-CPU host before). [Queue.CPUTime] is the CPU time
+// of a queue's thread during the last Run or Go: its cost per packet.
+//
 // # Per-packet path
 //
 // A queue's goroutine touches only its queue: its rings, its UMEM, its
