@@ -84,6 +84,15 @@ func newBed(t testing.TB, queues, mtu int) *bed {
 	if len(b.rx.Queues()) != queues || len(b.tx.Queues()) != queues {
 		t.Fatalf("%d and %d queues, want %d", len(b.rx.Queues()), len(b.tx.Queues()), queues)
 	}
+	for _, s := range []*mq.Set{b.rx, b.tx} {
+		for _, q := range s.Queues() {
+			for _, sk := range q.Sockets {
+				if sk.Queue() != q.ID {
+					t.Fatalf("queue %d has a socket bound to queue %d of %s", q.ID, sk.Queue(), sk.Ifname())
+				}
+			}
+		}
+	}
 	for _, q := range b.tx.Queues() {
 		// The source port names the sending queue.
 		f, err := txpath.NewUDPFlow(b.pair.B.MAC, b.pair.A.MAC, b.pair.B.AddrPort4(uint16(40000+q.ID)), b.pair.A.AddrPort4(port), nil)
