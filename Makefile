@@ -34,7 +34,7 @@ test: build lint
 	$(MAKE) --no-print-directory bench-quick
 
 # Packages whose tests run under the race detector in make test.
-RACEPKGS    ?= ./umem/... ./xsk/... ./csum/... ./nt/... ./internal/... ./rxpath/... ./txpath/... ./test/vethns/...
+RACEPKGS    ?= ./umem/... ./xsk/... ./csum/... ./nt/... ./internal/... ./rxpath/... ./txpath/... ./mq/... ./test/vethns/...
 # Fuzz targets, as package:Target; make fuzz FUZZTIME=10m runs each longer.
 FUZZTARGETS ?= ./csum:FuzzSum ./csum:FuzzUpdate ./csum:FuzzFillFrame ./nt:FuzzCopy \
                ./internal/pkt:FuzzParse ./rxpath:FuzzSplitPacket

@@ -63,3 +63,34 @@ func TestParseChain(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseChain: parse never panics on any chain, never writes into the
+// packet, and what it accepts has an IP length inside the whole packet.
+func FuzzParseChain(f *testing.F) {
+	for _, v6 := range []bool{false, true} {
+		p := jumbo(v6, 4000, 1792)
+		var b []byte
+		for _, s := range p.Segments {
+			b = append(b, s...)
+		}
+		f.Add(b, uint16(1792))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, seg uint16) {
+		if len(b) == 0 || seg == 0 {
+			return
+		}
+		orig := append([]byte(nil), b...)
+		p := &rxpath.Packet{Len: len(b)}
+		for off := 0; off < len(b); off += int(seg) {
+			p.Segments = append(p.Segments, b[off:min(off+int(seg), len(b))])
+		}
+		p.Data = p.Segments[0]
+		fw := testForwarder()
+		if err := fw.parse(p); err == nil && fw.fr.L3 > 0 && fw.fr.L3+fw.fr.IPLen > len(b) {
+			t.Fatalf("IP length %d at %d beyond a %d-byte packet", fw.fr.IPLen, fw.fr.L3, len(b))
+		}
+		if string(orig) != string(b) {
+			t.Fatal("parse wrote into the packet")
+		}
+	})
+}
