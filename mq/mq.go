@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -152,10 +153,8 @@ func Open(cfg *Config) (*Set, error) {
 		return nil, fmt.Errorf("%w: no queues", ErrConfig)
 	}
 	for i, q := range c.Queues {
-		for _, r := range c.Queues[:i] {
-			if q == r || q < 0 {
-				return nil, fmt.Errorf("%w: queues %v", ErrConfig, c.Queues)
-			}
+		if q < 0 || slices.Contains(c.Queues[:i], q) {
+			return nil, fmt.Errorf("%w: queues %v (negative or twice)", ErrConfig, c.Queues)
 		}
 	}
 	switch {

@@ -431,6 +431,7 @@ func TestOpenErrors(t *testing.T) {
 			{},
 			{Ifnames: []string{p.A.Name, p.A.Name}},
 			{Ifnames: []string{p.A.Name}, Queues: []int{0, 0}},
+			{Ifnames: []string{p.A.Name}, Queues: []int{-1}},
 			{Ifnames: []string{p.A.Name}, Queues: []int{0, 1}, CPUs: []int{0}},
 			{Ifnames: []string{p.A.Name}, Queues: []int{0, 2}}, // queue 2 does not exist
 		} {

@@ -92,7 +92,7 @@ func main() {
 	fs.IntVar(&c.frames, "frames", 16384, "UMEM frames (2048 bytes each), per queue")
 	fs.IntVar(&c.ring, "ring", 4096, "size of each ring (power of two)")
 	fs.IntVar(&c.batch, "batch", 64, "descriptors per TX submission")
-	fs.IntVar(&c.icmpRate, "icmp-rate", 100, "l3: ICMP time exceeded messages per second at most (0: none)")
+	fs.IntVar(&c.icmpRate, "icmp-rate", 100, "l3: ICMP time exceeded messages per second at most, per queue (0: none)")
 	fs.StringVar(&c.xdpMode, "xdp-mode", "auto", "XDP attach mode: auto, native or generic")
 	fs.BoolVar(&c.quiet, "quiet", false, "no status line per second")
 	app.Parse(os.Args[1:])
