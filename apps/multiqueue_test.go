@@ -28,10 +28,11 @@ type mqSummary struct {
 	MultiBuffer, AccountingOK                bool
 	Accounting                               string
 	Queues                                   []mqQueue
+	XDP                                      []struct{ RXDropped, RXRingFull uint64 }
 }
 
 // mqBed is the gen -> fwd -> recv topology over veths with queues queues
-// each, xdpfwd serving all of them.
+// each; xdpfwd, xdpgen and xdprecv serve all of them.
 type mqBed struct {
 	t      *topo.Topology
 	fwd    *topo.Proc
@@ -54,14 +55,6 @@ func newMQBed(t *testing.T, queues, mtu int) *mqBed {
 			t.Error(err)
 		}
 	})
-	b.fwd, err = topo.Start(tp.Fwd, path("xdpfwd"), nil, "-i", tp.In.B.Name, "-o", tp.Out.A.Name,
-		"-queues", strconv.Itoa(queues), "-quiet")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.fwd.WaitReady(context.Background(), 10*time.Second); err != nil {
-		t.Fatalf("%v: %s", err, b.fwd.Stderr())
-	}
 	return b
 }
 
@@ -100,6 +93,74 @@ func (b *mqBed) udp(t *testing.T, dst netip.Addr, count int, rate, size string) 
 		t.Errorf("xdprecv: %v: %s", err, rp.Stderr())
 	}
 	return gen, recv
+}
+
+// startFwd starts xdpfwd on every queue.
+func (b *mqBed) startFwd(t *testing.T) {
+	t.Helper()
+	var err error
+	b.fwd, err = topo.Start(b.t.Fwd, path("xdpfwd"), nil, "-i", b.t.In.B.Name, "-o", b.t.Out.A.Name,
+		"-queues", strconv.Itoa(b.queues), "-quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.fwd.WaitReady(context.Background(), 10*time.Second); err != nil {
+		t.Fatalf("%v: %s", err, b.fwd.Stderr())
+	}
+}
+
+// vethDrops are the drops the veth ends counted so far: RX drops only,
+// since veth reports a drop at its ring both as the sender's TX drop and
+// as the peer's RX drop.
+func (b *mqBed) vethDrops(t *testing.T) uint64 {
+	t.Helper()
+	var n uint64
+	for _, l := range []*vethns.Link{b.t.In.A, b.t.In.B, b.t.Out.A, b.t.Out.B} {
+		st, err := topo.Stats(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += st.RxDropped
+	}
+	return n
+}
+
+// run is one attempt: a fresh forwarder, count datagrams through it, and
+// the drops the kernel counted on the way (veth rings, XDP_STATISTICS of
+// the forwarder's and the receiver's sockets).
+func (b *mqBed) run(t *testing.T, dst netip.Addr, count int, rate, size string) (gen, fwd, recv mqSummary, kernelDrops uint64) {
+	t.Helper()
+	b.startFwd(t)
+	before := b.vethDrops(t)
+	gen, recv = b.udp(t, dst, count, rate, size)
+	fwd = b.stop(t)
+	kernelDrops = b.vethDrops(t) - before + recv.XDPDropped
+	for _, x := range fwd.XDP {
+		kernelDrops += x.RXDropped + x.RXRingFull
+	}
+	return gen, fwd, recv, kernelDrops
+}
+
+// attempts runs up to 3 attempts and returns the first whose datagrams
+// all arrived. Every datagram the receiver missed must have been dropped
+// where the kernel counts it: veth's XDP ring (256 frames per queue)
+// drops when the machine is so loaded that softirqs wait for ksoftirqd,
+// whatever the pacing; xdpkit must lose nothing of its own.
+func (b *mqBed) attempts(t *testing.T, dst netip.Addr, count int, rate, size string) (gen, fwd, recv mqSummary) {
+	t.Helper()
+	for i := 1; ; i++ {
+		var kd uint64
+		gen, fwd, recv, kd = b.run(t, dst, count, rate, size)
+		lost := gen.Sent - min(recv.Valid, gen.Sent) // more than sent: checkShares says so
+		if lost > kd {
+			t.Errorf("attempt %d: %d datagrams lost, only %d dropped where the kernel counts drops", i, lost, kd)
+			return gen, fwd, recv
+		}
+		if lost == 0 || i == 3 {
+			return gen, fwd, recv
+		}
+		t.Logf("attempt %d: %d lost, all counted by the kernel (%d drops): again", i, lost, kd)
+	}
 }
 
 // stop ends the forwarder and returns its summary.
@@ -154,17 +215,16 @@ func TestForwardQueues(t *testing.T) {
 				if dst.Is6() {
 					size = "78"
 				}
-				gen, recv := b.udp(t, dst, n, "50k", size)
+				gen, fwd, recv := b.attempts(t, dst, n, "50k", size)
 				checkShares(t, queues, n, gen, recv)
-			}
-			fwd := b.stop(t)
-			if fwd.Forwarded != 2*n || fwd.TXRingFull != 0 || fwd.ParseErrors != 0 || !fwd.AccountingOK {
-				t.Errorf("xdpfwd: forwarded %d of %d, tx ring full %d, parse errors %d, accounting %v %s",
-					fwd.Forwarded, 2*n, fwd.TXRingFull, fwd.ParseErrors, fwd.AccountingOK, fwd.Accounting)
-			}
-			for _, q := range fwd.Queues {
-				if q.Forwarded != 2*n/uint64(queues) {
-					t.Errorf("xdpfwd queue %d (CPU %d): forwarded %d, want %d", q.Queue, q.CPU, q.Forwarded, 2*n/queues)
+				if fwd.Forwarded != n || fwd.TXRingFull != 0 || fwd.ParseErrors != 0 || !fwd.AccountingOK {
+					t.Errorf("xdpfwd: forwarded %d of %d, tx ring full %d, parse errors %d, accounting %v %s",
+						fwd.Forwarded, n, fwd.TXRingFull, fwd.ParseErrors, fwd.AccountingOK, fwd.Accounting)
+				}
+				for _, q := range fwd.Queues {
+					if q.Forwarded != n/uint64(queues) {
+						t.Errorf("xdpfwd queue %d (CPU %d): forwarded %d, want %d", q.Queue, q.CPU, q.Forwarded, n/queues)
+					}
 				}
 			}
 		})
@@ -177,12 +237,11 @@ func TestForwardQueues(t *testing.T) {
 func TestForwardJumbo(t *testing.T) {
 	b := newMQBed(t, 2, 9000)
 	const n = 10000
-	gen, recv := b.udp(t, b.t.Out.B.IPv4.Addr(), n, "5k", "9000")
+	gen, fwd, recv := b.attempts(t, b.t.Out.B.IPv4.Addr(), n, "5k", "9000")
 	checkShares(t, 2, n, gen, recv)
 	if !gen.MultiBuffer || recv.Jumbo != n {
 		t.Errorf("xdpgen multi-buffer %v; xdprecv got %d multi-buffer packets of %d", gen.MultiBuffer, recv.Jumbo, n)
 	}
-	fwd := b.stop(t)
 	if fwd.Forwarded != n || fwd.ParseErrors != 0 || !fwd.MultiBuffer || !fwd.AccountingOK {
 		t.Errorf("xdpfwd: forwarded %d of %d, parse errors %d, multi-buffer %v, accounting %v %s",
 			fwd.Forwarded, n, fwd.ParseErrors, fwd.MultiBuffer, fwd.AccountingOK, fwd.Accounting)
