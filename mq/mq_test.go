@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/xdpkit/xdpkit/mq"
 	"github.com/xdpkit/xdpkit/rxpath"
 	"github.com/xdpkit/xdpkit/test/vethns"
@@ -373,6 +375,19 @@ func TestCloseUnderTraffic(t *testing.T) {
 		// Close both Sets while their goroutines run: Run and Go return.
 		if err := b.rx.Close(); err != nil {
 			t.Errorf("receiver Close under traffic: %v", err)
+		}
+		err := b.a.Do(func() error {
+			l, err := netlink.LinkByName(b.pair.A.Name)
+			if err != nil {
+				return err
+			}
+			if x := l.Attrs().Xdp; x != nil && (x.Attached || x.ProgId != 0) {
+				return fmt.Errorf("XDP program %d still attached to %s after Close", x.ProgId, b.pair.A.Name)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
 		}
 		if err := b.tx.Close(); err != nil {
 			t.Errorf("sender Close under traffic: %v", err)
