@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -250,5 +251,32 @@ func TestForwardJumbo(t *testing.T) {
 		if q.Chains != n/2 {
 			t.Errorf("xdpfwd queue %d: %d chains, want %d", q.Queue, q.Chains, n/2)
 		}
+	}
+}
+
+// TestDemoQueues: make demo-mq's run, shortened: xdpdemo -queues 2 prints
+// the per-queue table, and both queues forwarded.
+func TestDemoQueues(t *testing.T) {
+	vethns.Require(t)
+	stdout, stderr, code := runIn(t, nil, 90*time.Second, "xdpdemo", "-queues", "2", "-duration", "2s", "-rate", "20k", "-quiet")
+	if code != 0 {
+		t.Fatalf("xdpdemo -queues 2: exit %d: %s\n%s", code, stderr, stdout)
+	}
+	rows := 0
+	in := false
+	for _, line := range strings.Split(stdout, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case strings.HasPrefix(line, "per queue"):
+			in = true
+		case in && len(f) > 4 && (f[0] == "0" || f[0] == "1"):
+			if fwd, err := strconv.Atoi(f[2]); err != nil || fwd == 0 {
+				t.Errorf("queue %s forwarded %q", f[0], f[2])
+			}
+			rows++
+		}
+	}
+	if rows != 2 {
+		t.Errorf("per-queue table has %d rows, want 2:\n%s", rows, stdout)
 	}
 }
