@@ -9,7 +9,7 @@ STATICCHECK_VERSION ?= v0.6.1
 TESTFLAGS   ?=
 export GOTOOLCHAIN ?= local
 
-.PHONY: all build test fuzz lint demo soak bench bench-quick clean
+.PHONY: all build test fuzz lint demo demo-mq soak bench bench-quick clean
 
 all: build
 
@@ -35,7 +35,7 @@ test: build lint
 	$(MAKE) --no-print-directory bench-quick
 
 # Packages whose tests run under the race detector in make test.
-RACEPKGS    ?= ./umem/... ./xsk/... ./csum/... ./nt/... ./internal/... ./rxpath/... ./txpath/... ./test/vethns/...
+RACEPKGS    ?= ./umem/... ./xsk/... ./csum/... ./nt/... ./internal/... ./rxpath/... ./txpath/... ./mq/... ./test/vethns/...
 # Fuzz targets, as package:Target; make fuzz FUZZTIME=10m runs each longer.
 FUZZTARGETS ?= ./csum:FuzzSum ./csum:FuzzUpdate ./csum:FuzzFillFrame ./nt:FuzzCopy \
                ./internal/pkt:FuzzParse ./rxpath:FuzzSplitPacket
@@ -59,6 +59,12 @@ demo:
 	@d=$$(mktemp -d /tmp/xdpkit-demo.XXXXXX) && trap 'rm -rf "$$d"' EXIT INT TERM && \
 	$(GO) build -o "$$d/" ./apps/xdpgen ./apps/xdpfwd ./apps/xdprecv ./apps/xdpdemo && \
 	"$$d/xdpdemo"
+
+## demo-mq: the demo on 2 queues per veth, each program one pinned thread per queue.
+demo-mq:
+	@d=$$(mktemp -d /tmp/xdpkit-demo.XXXXXX) && trap 'rm -rf "$$d"' EXIT INT TERM && \
+	$(GO) build -o "$$d/" ./apps/xdpgen ./apps/xdpfwd ./apps/xdprecv ./apps/xdpdemo && \
+	"$$d/xdpdemo" -queues 2
 
 ## soak: generator -> forwarder -> receiver for SOAK with link flaps every
 ## FLAP; reports every loss and fails if the forwarder's memory or fds grew.

@@ -12,6 +12,12 @@
 // packets counted and dropped at every stage: generator, both veth pairs,
 // forwarder, receiver.
 //
+// With -queues N every veth has N queues and the three programs serve all
+// of them, one pinned thread per queue each (xdpgen spreads its flows
+// over the queues, xdpfwd forwards queue i to queue i); the report adds
+// a table with each queue's share and the CPU time of each queue's
+// thread (make demo-mq: 2 queues).
+//
 // With -soak it runs for -duration (up to 24h) while flapping the
 // forwarder's links down and up every -flap, reports every loss stage by
 // stage, and the forwarder's memory (VmRSS) and open file descriptors

@@ -18,7 +18,7 @@ import (
 
 const usage = `xdpdemo: generator -> forwarder -> receiver on a three-namespace veth topology.
 
-Usage: xdpdemo [-bin DIR] [-rate R] [-duration D] [-size N] [-flows N] [-ipv6] [-policy P] [-bench] [-soak [-flap D]] [-quiet]`
+Usage: xdpdemo [-bin DIR] [-rate R] [-duration D] [-size N] [-flows N] [-ipv6] [-policy P] [-queues N] [-bench] [-soak [-flap D]] [-quiet]`
 
 type config struct {
 	bin      string
@@ -28,6 +28,7 @@ type config struct {
 	flows    int
 	ipv6     bool
 	policy   string
+	queues   int
 	bench    bool
 	soak     bool
 	flap     time.Duration
@@ -41,6 +42,14 @@ type genSummary struct {
 	Policy, PolicyReason   string
 	TXInvalid              uint64
 	AccountingOK           bool
+	Queues                 []queueSummary
+}
+
+// queueSummary is one queue's share in any of the three summaries.
+type queueSummary struct {
+	Queue, CPU             int
+	Sent, Forwarded, Valid uint64
+	CPUSeconds             float64
 }
 
 type fwdSummary struct {
@@ -52,6 +61,7 @@ type fwdSummary struct {
 		RXDropped, RXRingFull, RXFillEmpty, TXInvalid uint64
 	}
 	AccountingOK bool
+	Queues       []queueSummary
 }
 
 type recvSummary struct {
@@ -59,6 +69,7 @@ type recvSummary struct {
 	TTLMin, TTLMax                                                                         int
 	Mpps, CPUSeconds                                                                       float64
 	AccountingOK                                                                           bool
+	Queues                                                                                 []queueSummary
 }
 
 func main() {
@@ -72,6 +83,7 @@ func main() {
 	fs.IntVar(&c.flows, "flows", 4, "generator flows")
 	fs.BoolVar(&c.ipv6, "ipv6", false, "send IPv6")
 	fs.StringVar(&c.policy, "policy", "auto", "generator copy policy: auto, offload, software, nt, plain")
+	fs.IntVar(&c.queues, "queues", 1, "queues per veth, each served by its own pinned thread in every program")
 	fs.BoolVar(&c.bench, "bench", false, "benchmark: 64-byte frames flat out, drops at every stage")
 	fs.BoolVar(&c.soak, "soak", false, "soak: run for -duration with link flaps; check memory and fds do not grow")
 	fs.DurationVar(&c.flap, "flap", 5*time.Second, "with -soak: flap the forwarder's links this often")
@@ -86,6 +98,9 @@ func main() {
 	}
 	if c.soak && (c.flap < 100*time.Millisecond || c.bench) {
 		app.Fail("-soak: -flap must be at least 100ms, and -bench does not go with it")
+	}
+	if c.queues < 1 || c.queues > 64 {
+		app.Fail("-queues %d: want 1..64", c.queues)
 	}
 	if c.bench {
 		c.rate, c.size = "max", "64"
@@ -119,7 +134,7 @@ func main() {
 func run(ctx context.Context, c *config) (err error) {
 	vethns.Sweep() // namespaces of earlier runs that were killed
 	fmt.Println("xdpdemo: building gen-ns -- fwd-ns -- recv-ns")
-	t, err := topo.Create(nil)
+	t, err := topo.Create(&topo.Config{Queues: c.queues})
 	if err != nil {
 		return err
 	}
@@ -153,11 +168,15 @@ func run(ctx context.Context, c *config) (err error) {
 		procs = append([]*topo.Proc{p}, procs...)
 		return p, p.WaitReady(ctx, 10*time.Second)
 	}
-	recv, err := start(t.Recv, "xdprecv", "-i", t.Out.B.Name)
+	var qargs []string
+	if c.queues > 1 {
+		qargs = []string{"-queues", fmt.Sprint(c.queues)}
+	}
+	recv, err := start(t.Recv, "xdprecv", append([]string{"-i", t.Out.B.Name}, qargs...)...)
 	if err != nil {
 		return err
 	}
-	fwd, err := start(t.Fwd, "xdpfwd", "-i", t.In.B.Name, "-o", t.Out.A.Name)
+	fwd, err := start(t.Fwd, "xdpfwd", append([]string{"-i", t.In.B.Name, "-o", t.Out.A.Name}, qargs...)...)
 	if err != nil {
 		return err
 	}
@@ -165,8 +184,8 @@ func run(ctx context.Context, c *config) (err error) {
 	if err != nil {
 		return err
 	}
-	gen, err := start(t.Gen, "xdpgen", "-i", t.In.A.Name, "-dst", dst.String(), "-rate", c.rate,
-		"-duration", c.duration.String(), "-size", c.size, "-flows", fmt.Sprint(c.flows), "-policy", c.policy)
+	gen, err := start(t.Gen, "xdpgen", append([]string{"-i", t.In.A.Name, "-dst", dst.String(), "-rate", c.rate,
+		"-duration", c.duration.String(), "-size", c.size, "-flows", fmt.Sprint(max(c.flows, c.queues)), "-policy", c.policy}, qargs...)...)
 	if err != nil {
 		return err
 	}
@@ -250,6 +269,22 @@ func report(c *config, g *genSummary, f *fwdSummary, r *recvSummary, before, aft
 	w.Flush()
 	fmt.Printf("copy policy: %s -- %s\n", g.Policy, g.PolicyReason)
 	fmt.Printf("forwarder: attach %s, TTL %d -> %d at the receiver, CPU %.2f s\n", f.AttachMode, 64, r.TTLMax, f.CPUSeconds)
+	if (c.queues > 1 || c.bench) && len(g.Queues) == c.queues && len(f.Queues) == c.queues && len(r.Queues) == c.queues {
+		fmt.Println("\nper queue (each program's queue i on its own thread; CPU: the thread's CPU time):")
+		w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(w, "queue\tsent\tforwarded\treceived\tgen CPU s\tfwd CPU s\trecv CPU s\tfwd ns/pkt\tfwd pinned to\t")
+		for i := range c.queues {
+			fq := f.Queues[i]
+			pin := "not pinned"
+			if fq.CPU >= 0 {
+				pin = fmt.Sprintf("CPU %d", fq.CPU)
+			}
+			fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.0f\t%s\t\n", fq.Queue, g.Queues[i].Sent, fq.Forwarded,
+				r.Queues[i].Valid, g.Queues[i].CPUSeconds, fq.CPUSeconds, r.Queues[i].CPUSeconds,
+				fq.CPUSeconds*1e9/float64(max(fq.Forwarded, 1)), pin)
+		}
+		w.Flush()
+	}
 	d := func(i int) topo.LinkStats {
 		a, b := after[i], before[i]
 		return topo.LinkStats{RxPackets: a.RxPackets - b.RxPackets, TxPackets: a.TxPackets - b.TxPackets,

@@ -29,6 +29,15 @@
 //	xdpfwd -i eth1 -o eth2                 # L3, both directions
 //	xdpfwd -i eth1 -o eth2 -mode l2 -dst-mac 02:00:00:00:00:02
 //	xdpfwd -i eth1 -metrics 127.0.0.1:9101 # hairpin, Prometheus on /metrics
+//	xdpfwd -i eth1 -o eth2 -queues 4 -cpus 2-5 # queue i of eth1 <-> queue i of eth2, one pinned thread each
+//
+// With -queues every queue has its own thread pinned to its own CPU, its
+// own UMEM (shared by its two sockets, so frames move between the
+// interfaces without a copy) and its own counters (package mq); the
+// status line shows each queue's rate and the summary each queue's
+// counters. Jumbo frames (MTU above 1770 with 2048-byte frames) are
+// received and forwarded as multi-buffer chains, the headers rewritten in
+// the first buffer.
 //
 // It prints one status line per second and a final summary (a line
 // "summary {json}") on SIGINT or SIGTERM, after detaching the XDP

@@ -1,17 +1,16 @@
 package main
 
 import (
-	"context"
+	"golang.org/x/sys/cpu"
+
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/xdpkit/xdpkit/apps/internal/cli"
 	"github.com/xdpkit/xdpkit/apps/internal/nexthop"
 	"github.com/xdpkit/xdpkit/csum"
 	"github.com/xdpkit/xdpkit/internal/pkt"
@@ -46,13 +45,16 @@ type port struct {
 	software bool
 }
 
-// counters are updated by the poller goroutine and read by the status line.
+// counters are updated by one queue's poller goroutine and read by the
+// status line; the pads keep them out of other queues' cache lines.
 type counters struct {
+	_                                      cpu.CacheLinePad
 	forwarded, bytes                       atomic.Uint64
 	ttlExpired, icmpSent, icmpLimited      atomic.Uint64
 	noRoute, noNeighbour, notRoutable      atomic.Uint64
 	notIP, parseErrors, txFull, noRoomICMP atomic.Uint64
 	partialFinished                        atomic.Uint64
+	_                                      cpu.CacheLinePad
 }
 
 func (c *counters) drops() uint64 {
@@ -69,6 +71,7 @@ type forwarder struct {
 	pending int // descriptors in all ports' pend
 	fr      pkt.Frame
 	keep    []xsk.Desc
+	hdrs    [headerView]byte // parse's copy of a jumbo packet's headers
 
 	icmpRate   int
 	icmpSecond int64
@@ -111,11 +114,11 @@ func (f *forwarder) EndRound() {
 
 func (f *forwarder) handle(p *rxpath.Packet, in *port) {
 	b := p.Data
-	if len(p.Segments) != 1 || p.Copied() {
+	if p.Copied() {
 		f.c.parseErrors.Add(1)
 		return
 	}
-	if err := pkt.Parse(b, &f.fr); err != nil {
+	if err := f.parse(p); err != nil {
 		f.c.parseErrors.Add(1)
 		return
 	}
@@ -179,7 +182,7 @@ func (f *forwarder) handle(p *rxpath.Packet, in *port) {
 	out.pend = p.Keep(out.pend)
 	f.pending++
 	f.c.forwarded.Add(1)
-	f.c.bytes.Add(uint64(len(b)))
+	f.c.bytes.Add(uint64(p.Len))
 }
 
 // timeExceeded answers an expiring packet with ICMP (or ICMPv6) time
@@ -200,7 +203,9 @@ func (f *forwarder) timeExceeded(p *rxpath.Packet, in *port) {
 	if v6 {
 		src = in.addr6
 	}
-	if !src.IsValid() || !fr.Src.IsGlobalUnicast() {
+	if !src.IsValid() || !fr.Src.IsGlobalUnicast() || len(p.Segments) != 1 {
+		// A multi-buffer packet's quote would be built from its first
+		// buffer only: not answered.
 		f.c.noRoomICMP.Add(1)
 		return
 	}
@@ -270,23 +275,27 @@ func (f *forwarder) flush() {
 			f.reap(q)
 			continue
 		}
-		n := q.sock.TX().Produce(q.pend)
+		tx := q.sock.TX()
+		n := tx.Produce(q.pend) // never splits a multi-buffer packet
 		if n < len(q.pend) {
 			// The ring is full: let the kernel drain it, then try once more.
 			f.kick(q)
 			f.reap(q)
-			n += q.sock.TX().Produce(q.pend[n:])
+			n += tx.Produce(q.pend[n:])
 		}
 		q.inflight += n
 		if rest := q.pend[n:]; len(rest) > 0 {
 			// Counted as forwarded when handled; they are dropped instead.
-			f.c.txFull.Add(uint64(len(rest)))
-			f.c.forwarded.Add(^uint64(len(rest) - 1))
-			var bytes uint64
+			var bytes, pkts uint64
 			for _, d := range rest {
 				bytes += uint64(d.Len)
+				if d.Options&xsk.OptContd == 0 {
+					pkts++
+				}
 				_ = f.u.Put(d.Addr)
 			}
+			f.c.txFull.Add(pkts)
+			f.c.forwarded.Add(^(pkts - 1))
 			f.c.bytes.Add(^(bytes - 1))
 		}
 		q.pend = q.pend[:0]
@@ -319,219 +328,6 @@ func (f *forwarder) reap(q *port) {
 		q.inflight -= n
 		_ = f.u.PutBatch(q.comp[:n])
 	}
-}
-
-// Summary is xdpfwd's final report.
-type Summary struct {
-	Mode, In, Out   string
-	AttachMode      string
-	ZeroCopy        bool
-	Seconds         float64
-	Received        uint64 // packets taken off the RX rings
-	Forwarded       uint64
-	Bytes           uint64
-	Mpps            float64
-	TTLExpired      uint64
-	ICMPSent        uint64
-	ICMPRateLimited uint64
-	ICMPNotSent     uint64
-	NoRoute         uint64
-	NoNeighbour     uint64
-	NotRoutable     uint64
-	NotIP           uint64
-	ParseErrors     uint64
-	TXRingFull      uint64
-	PartialFinished uint64 // UDP/TCP checksums left partial by the sender, finished here
-	RouteLookups    uint64
-	XDP             []PortXDP
-	Poller          string
-	CPUSeconds      float64
-	Accounting      string
-	AccountingOK    bool
-}
-
-// PortXDP are one socket's kernel counters (XDP_STATISTICS).
-type PortXDP struct {
-	Iface                                         string
-	RXDropped, RXRingFull, RXFillEmpty, TXInvalid uint64
-}
-
-func run(ctx context.Context, c *config) (*Summary, error) {
-	f := &forwarder{l3: c.mode == "l3", batch: c.batch, icmpRate: c.icmpRate, keep: make([]xsk.Desc, 0, 4)}
-	u, err := umem.New(&umem.Config{FrameSize: 2048, FrameCount: uint32(c.frames)})
-	if err != nil {
-		return nil, err
-	}
-	f.u = u
-	own, err := ownAddrs()
-	if err != nil {
-		u.Close()
-		return nil, err
-	}
-	names := []string{c.in}
-	if c.out != c.in {
-		names = append(names, c.out)
-	}
-	var mode xsk.AttachMode
-	switch strings.ToLower(c.xdpMode) {
-	case "native":
-		mode = xsk.AttachNative
-	case "generic":
-		mode = xsk.AttachGeneric
-	default:
-		mode = xsk.AttachAuto
-	}
-	var poller *rxpath.Poller
-	cleanup := func() error {
-		var errs []error
-		for _, q := range f.ports {
-			if q.prog != nil {
-				errs = append(errs, q.prog.Close())
-			}
-		}
-		for _, q := range f.ports {
-			if q.sock != nil {
-				errs = append(errs, q.sock.Close())
-			}
-		}
-		if poller != nil {
-			if _, err := poller.Reclaim(); err != nil {
-				errs = append(errs, err)
-			}
-			errs = append(errs, poller.Close())
-		}
-		return errors.Join(errs...)
-	}
-	fail := func(err error) (*Summary, error) {
-		cleanup()
-		u.Close()
-		return nil, err
-	}
-	for _, name := range names {
-		ifi, err := net.InterfaceByName(name)
-		if err != nil {
-			return fail(err)
-		}
-		q := &port{name: name, ifindex: ifi.Index, pend: make([]xsk.Desc, 0, 2*c.batch+8), comp: make([]uint64, 256)}
-		copy(q.mac[:], ifi.HardwareAddr)
-		q.addr4, q.addr6 = ifaceAddrs(ifi)
-		f.ports = append(f.ports, q)
-		sz := uint32(c.ring)
-		q.sock, err = xsk.New(name, c.queue, u, &xsk.Config{RXSize: sz, TXSize: sz, FillSize: sz, CompletionSize: sz, MaxTXBudget: min(256, sz)})
-		if err != nil {
-			return fail(fmt.Errorf("socket on %s queue %d: %w", name, c.queue, err))
-		}
-		q.prog, err = xsk.AttachProgram(name, &xsk.ProgramConfig{Mode: mode, Filter: &xsk.Filter{
-			IPv4UDP: true, IPv4TCP: true, IPv6UDP: true, IPv6TCP: true, PassDst: own,
-		}})
-		if err != nil {
-			return fail(fmt.Errorf("XDP program on %s: %w", name, err))
-		}
-		if err := q.prog.Register(q.sock); err != nil {
-			return fail(fmt.Errorf("register socket on %s: %w", name, err))
-		}
-	}
-	if c.dstMAC != "" {
-		out := f.ports[len(f.ports)-1]
-		out.dst, out.hasDst = c.dstMACVal, true
-	}
-	if f.l3 {
-		f.cache = nexthop.NewCache()
-	}
-	socks := make([]*xsk.Socket, len(f.ports))
-	for i, q := range f.ports {
-		socks[i] = q.sock
-	}
-	// Each Fill ring holds one ring's worth of frames; the rest of the
-	// UMEM is for frames in flight on the TX rings.
-	poller, err = rxpath.New(&rxpath.Config{CopyThreshold: -1, FillFrames: c.ring}, socks...)
-	if err != nil {
-		return fail(err)
-	}
-	sum := &Summary{Mode: c.mode, In: c.in, Out: c.out, AttachMode: f.ports[0].prog.Mode().String(), ZeroCopy: socks[0].ZeroCopy()}
-	fmt.Printf("xdpfwd: ready: %s %s -> %s, queue %d, attach %s, zero-copy %v, %d frames\n",
-		c.mode, c.in, c.out, c.queue, sum.AttachMode, sum.ZeroCopy, c.frames)
-	for _, q := range f.ports {
-		via := "bpf_link"
-		if !q.prog.BPFLink() {
-			via = "attached through rtnetlink (no XDP bpf_link: stays attached if killed)"
-		}
-		from := "?"
-		if info, err := xsk.Device(q.name); err == nil {
-			from = info.FeaturesFrom
-			q.software, _ = info.SoftwareChecksum()
-		}
-		fmt.Printf("xdpfwd: %s: kernel features: %s; XDP %s; device facts from %s; finishes partial checksums %v\n",
-			q.name, q.sock.Features(), via, from, q.software)
-	}
-
-	if c.metrics != "" {
-		addr, err := cli.ServeMetrics(ctx, c.metrics, "xdpfwd", f.metrics(poller))
-		if err != nil {
-			return fail(err)
-		}
-		fmt.Printf("xdpfwd: metrics on http://%s/metrics\n", addr)
-	}
-
-	start := time.Now()
-	cpu0 := cli.CPUTime()
-	runErr := cli.Run("xdpfwd", c.quiet, func() error { return poller.Run(ctx, f) }, func() cli.Sample {
-		return cli.Sample{Packets: f.c.forwarded.Load(), Bytes: f.c.bytes.Load(), Drops: f.c.drops() + kernelDrops(f.ports)}
-	})
-	// Send what is pending, and wait (at most a second) for the kernel
-	// to complete every frame.
-	f.flush()
-	deadline := time.Now().Add(time.Second)
-	for time.Now().Before(deadline) {
-		busy := false
-		for _, q := range f.ports {
-			f.kick(q)
-			f.reap(q)
-			busy = busy || q.inflight > 0
-		}
-		if !busy {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	el := time.Since(start)
-	st, _ := poller.Stats()
-	sum.Seconds = el.Seconds()
-	sum.Received = st.Packets
-	sum.Forwarded = f.c.forwarded.Load()
-	sum.PartialFinished = f.c.partialFinished.Load()
-	sum.Bytes = f.c.bytes.Load()
-	sum.Mpps = float64(sum.Forwarded) / el.Seconds() / 1e6
-	sum.TTLExpired, sum.ICMPSent = f.c.ttlExpired.Load(), f.c.icmpSent.Load()
-	sum.ICMPRateLimited, sum.ICMPNotSent = f.c.icmpLimited.Load(), f.c.noRoomICMP.Load()
-	sum.NoRoute, sum.NoNeighbour, sum.NotRoutable = f.c.noRoute.Load(), f.c.noNeighbour.Load(), f.c.notRoutable.Load()
-	sum.NotIP, sum.ParseErrors, sum.TXRingFull = f.c.notIP.Load(), f.c.parseErrors.Load(), f.c.txFull.Load()
-	if f.cache != nil {
-		sum.RouteLookups = f.cache.Lookups
-	}
-	for i, q := range f.ports {
-		x := st.Sockets[i].XDP
-		sum.XDP = append(sum.XDP, PortXDP{Iface: q.name, RXDropped: x.RXDropped, RXRingFull: x.RXRingFull,
-			RXFillEmpty: x.RXFillRingEmptyDesc, TXInvalid: x.TXInvalidDescs})
-	}
-	sum.Poller = st.String()
-	sum.CPUSeconds = (cli.CPUTime() - cpu0).Seconds()
-	err = cleanup()
-	acct := u.Accounting()
-	sum.Accounting = acct.String()
-	sum.AccountingOK = acct.Free == acct.Total
-	err = errors.Join(runErr, err, u.Close())
-	return sum, err
-}
-
-func kernelDrops(ports []*port) uint64 {
-	var n uint64
-	for _, q := range ports {
-		if x, err := q.sock.Stats(); err == nil {
-			n += x.RXDropped + x.RXRingFull
-		}
-	}
-	return n
 }
 
 // ownAddrs are every address of the namespace's interfaces: packets to
@@ -568,28 +364,6 @@ func ifaceAddrs(ifi *net.Interface) (a4, a6 netip.Addr) {
 		}
 	}
 	return a4, a6
-}
-
-func (f *forwarder) metrics(p *rxpath.Poller) []cli.Metric {
-	ctr := func(name, help string, v *atomic.Uint64) cli.Metric {
-		return cli.Metric{Name: name, Help: help, Value: func() float64 { return float64(v.Load()) }}
-	}
-	return []cli.Metric{
-		ctr("forwarded_packets_total", "Packets sent on.", &f.c.forwarded),
-		ctr("forwarded_bytes_total", "Bytes sent on.", &f.c.bytes),
-		ctr("ttl_expired_total", "Packets whose TTL or hop limit expired.", &f.c.ttlExpired),
-		ctr("icmp_sent_total", "ICMP time exceeded messages sent.", &f.c.icmpSent),
-		ctr("no_route_total", "Packets without a route through a served interface.", &f.c.noRoute),
-		ctr("no_neighbour_total", "Packets whose next hop has no resolved MAC.", &f.c.noNeighbour),
-		ctr("tx_ring_full_total", "Packets dropped because the TX ring was full.", &f.c.txFull),
-		{Name: "received_packets_total", Help: "Packets taken off the RX rings.", Value: func() float64 {
-			st, _ := p.Stats()
-			return float64(st.Packets)
-		}},
-		{Name: "kernel_drops_total", Help: "Packets the kernel dropped before the RX rings (XDP_STATISTICS).", Value: func() float64 {
-			return float64(kernelDrops(f.ports))
-		}},
-	}
 }
 
 var _ rxpath.RoundEnder = (*forwarder)(nil)

@@ -12,11 +12,14 @@ import (
 
 const usage = `xdpfwd: forward packets between interfaces through AF_XDP, without copying payload.
 
-Usage: xdpfwd -i IFACE [-o IFACE] [-mode l3|l2] [-dst-mac MAC] [-q N] [-duration D] [-metrics 127.0.0.1:PORT]`
+Usage: xdpfwd -i IFACE [-o IFACE] [-mode l3|l2] [-dst-mac MAC] [-q N | -queues N|LIST] [-cpus LIST|none]
+              [-duration D] [-metrics 127.0.0.1:PORT]`
 
 type config struct {
 	in, out   string
-	queue     int
+	qf        cli.QueueFlags
+	queues    []int
+	cpus      []int // nil: not pinned
 	mode      string
 	dstMAC    string
 	duration  time.Duration
@@ -37,16 +40,15 @@ func main() {
 	fs.StringVar(&c.in, "i", "", "input interface (required)")
 	fs.StringVar(&c.in, "iface", "", "same as -i")
 	fs.StringVar(&c.out, "o", "", "output interface (default: the input interface, hairpin)")
-	fs.IntVar(&c.queue, "q", 0, "queue on both interfaces")
-	fs.IntVar(&c.queue, "queue", 0, "same as -q")
+	c.qf.Register(fs)
 	fs.StringVar(&c.mode, "mode", "l3", "l3 (TTL decrement, next hop from the neighbour table) or l2 (MAC rewrite)")
 	fs.StringVar(&c.dstMAC, "dst-mac", "", "l2: destination MAC of frames sent out of -o (default: learned)")
 	fs.DurationVar(&c.duration, "duration", 0, "stop after this long (default: until SIGINT/SIGTERM)")
 	fs.StringVar(&c.metrics, "metrics", "", "serve Prometheus metrics on this loopback address (e.g. 127.0.0.1:9101)")
-	fs.IntVar(&c.frames, "frames", 16384, "UMEM frames (2048 bytes each)")
+	fs.IntVar(&c.frames, "frames", 16384, "UMEM frames (2048 bytes each), per queue")
 	fs.IntVar(&c.ring, "ring", 4096, "size of each ring (power of two)")
 	fs.IntVar(&c.batch, "batch", 64, "descriptors per TX submission")
-	fs.IntVar(&c.icmpRate, "icmp-rate", 100, "l3: ICMP time exceeded messages per second at most (0: none)")
+	fs.IntVar(&c.icmpRate, "icmp-rate", 100, "l3: ICMP time exceeded messages per second at most, per queue (0: none)")
 	fs.StringVar(&c.xdpMode, "xdp-mode", "auto", "XDP attach mode: auto, native or generic")
 	fs.BoolVar(&c.quiet, "quiet", false, "no status line per second")
 	app.Parse(os.Args[1:])
@@ -78,8 +80,9 @@ func main() {
 	if c.mode == "l2" && c.out == c.in && c.dstMAC == "" {
 		app.Fail("-mode l2 on one interface needs -dst-mac")
 	}
-	if c.queue < 0 {
-		app.Fail("-q %d: must be >= 0", c.queue)
+	var err error
+	if c.queues, c.cpus, err = c.qf.Resolve(); err != nil {
+		app.Fail("%v", err)
 	}
 	if c.ring < 64 || c.ring&(c.ring-1) != 0 {
 		app.Fail("-ring %d: want a power of two >= 64", c.ring)

@@ -26,6 +26,15 @@
 //	xdpgen -i eth0 -dst 198.18.1.2 -rate 100k -count 1000000
 //	xdpgen -i eth0 -dst 2001:db8::2 -size imix -flows 16 -rate 500Mbps -duration 10s
 //	xdpgen -i eth0 -dst 198.18.1.2 -rate max -size 64 -policy software
+//	xdpgen -i eth0 -dst 198.18.1.2 -queues 4 -flows 16 -rate 1M  # 4 pinned threads, flow f on queue f mod 4
+//	xdpgen -i eth0 -dst 198.18.1.2 -size 9014                     # jumbo frames, as multi-buffer chains
+//
+// With -queues each queue has its own socket, UMEM, Sender and pinned
+// thread (package mq); flow f is sent on the f-th queue modulo their
+// number (-flows is raised to the number of queues), and the rate and
+// -count are split evenly between the queues. Frames larger than one
+// 2048-byte UMEM frame leave as multi-buffer chains (XDP_USE_SG, Linux
+// 6.6+).
 //
 // -size is the Ethernet frame length without the FCS (64..MTU+14), a
 // comma-separated list "64,594,1514" with optional weights "64:7,594:4"

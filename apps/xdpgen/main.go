@@ -16,12 +16,14 @@ import (
 
 const usage = `xdpgen: send UDP traffic through an AF_XDP socket.
 
-Usage: xdpgen -i IFACE -dst ADDR [-rate PPS|BPS|max] [-count N] [-duration D] [-size N|LIST|imix]
+Usage: xdpgen -i IFACE -dst ADDR [-q N | -queues N|LIST] [-cpus LIST|none] [-rate PPS|BPS|max] [-count N] [-duration D] [-size N|LIST|imix]
               [-flows N] [-ipv6] [-policy auto|offload|software|nt|plain] [-src ADDR] [-dst-mac MAC]`
 
 type config struct {
 	iface        string
-	queue        int
+	qf           cli.QueueFlags
+	queues       []int
+	cpus         []int // nil: not pinned
 	src, dst     string
 	dstMAC       string
 	sport, dport int
@@ -54,8 +56,7 @@ func main() {
 	fs := app.FS
 	fs.StringVar(&c.iface, "i", "", "interface to send on (required)")
 	fs.StringVar(&c.iface, "iface", "", "same as -i")
-	fs.IntVar(&c.queue, "q", 0, "queue")
-	fs.IntVar(&c.queue, "queue", 0, "same as -q")
+	c.qf.Register(fs)
 	fs.StringVar(&c.dst, "dst", "", "destination address (required)")
 	fs.StringVar(&c.src, "src", "", "source address (default: the route's preferred source)")
 	fs.StringVar(&c.dstMAC, "dst-mac", "", "next hop MAC (default: from the neighbour table)")
@@ -69,7 +70,7 @@ func main() {
 	fs.BoolVar(&c.ipv6, "ipv6", false, "IPv6 (when -dst is a name or omitted family matters: requires an IPv6 -dst)")
 	fs.StringVar(&c.policyS, "policy", "auto", "copy and checksum policy: auto, offload, software, nt, plain")
 	fs.IntVar(&c.batch, "batch", 64, "packets per TX submission")
-	fs.IntVar(&c.frames, "frames", 4096, "UMEM frames (2048 bytes each)")
+	fs.IntVar(&c.frames, "frames", 4096, "UMEM frames (2048 bytes each), per queue")
 	fs.IntVar(&c.ttl, "ttl", 64, "IPv4 TTL / IPv6 hop limit")
 	fs.StringVar(&c.metrics, "metrics", "", "serve Prometheus metrics on this loopback address (e.g. 127.0.0.1:9102)")
 	fs.BoolVar(&c.quiet, "quiet", false, "no status line per second")
@@ -99,8 +100,8 @@ func (c *config) check() error {
 	if len(c.ifaceMAC) != 6 {
 		return fmt.Errorf("-i %s: not an Ethernet interface", c.iface)
 	}
-	if c.queue < 0 {
-		return fmt.Errorf("-q %d: must be >= 0", c.queue)
+	if c.queues, c.cpus, err = c.qf.Resolve(); err != nil {
+		return err
 	}
 	if c.dst == "" {
 		return fmt.Errorf("-dst: required")
@@ -231,8 +232,8 @@ func (c *config) parseSizes() error {
 		if n > maxSize {
 			return fmt.Errorf("-size %d: above the %d-byte MTU of %s (at most %d bytes with the Ethernet header)", n, c.mtu, c.iface, maxSize)
 		}
-		if n > 2048-24 {
-			return fmt.Errorf("-size %d: above one 2048-byte UMEM frame (multi-buffer sending is not supported by xdpgen)", n)
+		if n > 9216 {
+			return fmt.Errorf("-size %d: above txpath's 9216-byte largest packet", n)
 		}
 		for range weight {
 			c.sizes = append(c.sizes, n)

@@ -21,6 +21,12 @@
 //	xdprecv -i eth1                          # until SIGINT/SIGTERM
 //	xdprecv -i eth1 -count 1000000 -pcap /tmp/rx.pcap -snaplen 128
 //	xdprecv -i eth1 -port 0 -duration 10s -metrics 127.0.0.1:9103
+//	xdprecv -i eth1 -queues 4 -cpus 0-3      # one pinned thread per queue
+//
+// With -queues each queue has its own socket, UMEM, thread and counters
+// (package mq); a flow is checked for gaps on the queue it arrives on.
+// Jumbo frames (MTU above 1770) arrive as multi-buffer chains and are
+// checked whole.
 //
 // The pcap file is the libpcap format with nanosecond timestamps (24-byte
 // global header, magic 0xa1b23c4d in little-endian byte order, version

@@ -11,11 +11,13 @@ import (
 
 const usage = `xdprecv: receive, count and verify UDP traffic through AF_XDP.
 
-Usage: xdprecv -i IFACE [-port N] [-count N] [-duration D] [-pcap FILE] [-snaplen N] [-metrics 127.0.0.1:PORT]`
+Usage: xdprecv -i IFACE [-q N | -queues N|LIST] [-cpus LIST|none] [-port N] [-count N] [-duration D] [-pcap FILE] [-snaplen N] [-metrics 127.0.0.1:PORT]`
 
 type config struct {
 	iface    string
-	queue    int
+	qf       cli.QueueFlags
+	queues   []int
+	cpus     []int // nil: not pinned
 	port     int
 	count    uint64
 	duration time.Duration
@@ -34,15 +36,14 @@ func main() {
 	fs := app.FS
 	fs.StringVar(&c.iface, "i", "", "interface to receive on (required)")
 	fs.StringVar(&c.iface, "iface", "", "same as -i")
-	fs.IntVar(&c.queue, "q", 0, "queue")
-	fs.IntVar(&c.queue, "queue", 0, "same as -q")
+	c.qf.Register(fs)
 	fs.IntVar(&c.port, "port", 9000, "UDP destination port to take (0: every UDP datagram)")
 	fs.Uint64Var(&c.count, "count", 0, "stop after this many generator packets (0: no limit)")
 	fs.DurationVar(&c.duration, "duration", 0, "stop after this long (0: until SIGINT/SIGTERM)")
 	fs.StringVar(&c.pcap, "pcap", "", "write received packets to this pcap file")
 	fs.IntVar(&c.snaplen, "snaplen", 65535, "bytes of each packet written to the pcap file")
 	fs.StringVar(&c.metrics, "metrics", "", "serve Prometheus metrics on this loopback address (e.g. 127.0.0.1:9103)")
-	fs.IntVar(&c.frames, "frames", 8192, "UMEM frames (2048 bytes each)")
+	fs.IntVar(&c.frames, "frames", 8192, "UMEM frames (2048 bytes each), per queue")
 	fs.IntVar(&c.ring, "ring", 4096, "RX and Fill ring size (power of two)")
 	fs.StringVar(&c.xdpMode, "xdp-mode", "auto", "XDP attach mode: auto, native or generic")
 	fs.BoolVar(&c.quiet, "quiet", false, "no status line per second")
@@ -51,9 +52,13 @@ func main() {
 	if _, err := cli.CheckInterface(c.iface); err != nil {
 		app.Fail("-i: %v", err)
 	}
+	var err error
+	if c.queues, c.cpus, err = c.qf.Resolve(); err != nil {
+		app.Fail("%v", err)
+	}
 	switch {
-	case c.queue < 0:
-		app.Fail("-q %d: must be >= 0", c.queue)
+	case len(c.queues) > 1 && c.pcap != "":
+		app.Fail("-pcap takes one queue (-q), not -queues")
 	case c.port < 0 || c.port > 65535:
 		app.Fail("-port %d: want 0..65535", c.port)
 	case c.snaplen < 14 || c.snaplen > 262144:

@@ -13,7 +13,8 @@
 //     XSK features 6.8+). When the family is missing, these fields stay 0
 //     and Info.FeaturesFrom says "ethtool": only the ethtool facts are known.
 //   - Driver, queue counts and TX checksum offload come from the ethtool
-//     ioctl (SIOCETHTOOL: ETHTOOL_GDRVINFO, ETHTOOL_GCHANNELS,
+//     ioctl (SIOCETHTOOL: ETHTOOL_GDRVINFO, ETHTOOL_GCHANNELS through
+//     github.com/safchain/ethtool,
 //     ETHTOOL_GTXCSUM); queue counts fall back to rtnetlink's
 //     IFLA_NUM_RX_QUEUES/IFLA_NUM_TX_QUEUES when the driver does not report
 //     channels (those are the allocated counts, which can exceed the real

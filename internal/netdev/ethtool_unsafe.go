@@ -7,32 +7,19 @@ import (
 )
 
 // This file holds every unsafe cast of the package: the SIOCETHTOOL ioctls
-// that golang.org/x/sys/unix has no helper for.
+// that golang.org/x/sys/unix has no helper for. Channel counts go through
+// github.com/safchain/ethtool (channels.go).
 
 // ethtool commands (include/uapi/linux/ethtool.h).
 const (
-	ethtoolGTXCSUM   = 0x16 // get TX checksum offload (legacy, all NETIF_F_CSUM_MASK bits)
-	ethtoolSTXCSUM   = 0x17 // set TX checksum offload
-	ethtoolGCHANNELS = 0x3c // get channel counts
+	ethtoolGTXCSUM = 0x16 // get TX checksum offload (legacy, all NETIF_F_CSUM_MASK bits)
+	ethtoolSTXCSUM = 0x17 // set TX checksum offload
 )
 
 // ethtoolValue is struct ethtool_value.
 type ethtoolValue struct {
 	cmd  uint32
 	data uint32
-}
-
-// ethtoolChannels is struct ethtool_channels.
-type ethtoolChannels struct {
-	cmd           uint32
-	maxRx         uint32
-	maxTx         uint32
-	maxOther      uint32
-	maxCombined   uint32
-	rxCount       uint32
-	txCount       uint32
-	otherCount    uint32
-	combinedCount uint32
 }
 
 // ifreqData is struct ifreq with ifr_data set. The padding makes it at
@@ -69,10 +56,4 @@ func ethtoolGetValue(fd int, ifname string, cmd uint32) (uint32, error) {
 func ethtoolSetValue(fd int, ifname string, cmd, value uint32) error {
 	v := ethtoolValue{cmd: cmd, data: value}
 	return ethtoolIoctl(fd, ifname, unsafe.Pointer(&v))
-}
-
-func ethtoolGetChannels(fd int, ifname string) (ethtoolChannels, error) {
-	c := ethtoolChannels{cmd: ethtoolGCHANNELS}
-	err := ethtoolIoctl(fd, ifname, unsafe.Pointer(&c))
-	return c, err
 }

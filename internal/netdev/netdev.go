@@ -119,15 +119,15 @@ func get(l netlink.Link) (Info, error) {
 		return Info{}, ethtoolError("ETHTOOL_GDRVINFO", at.Name, err)
 	}
 
-	ch, err := ethtoolGetChannels(fd, at.Name)
+	ch, err := GetChannels(at.Name)
 	switch {
-	case err == nil && ch.rxCount+ch.combinedCount > 0 && ch.txCount+ch.combinedCount > 0:
-		info.RxQueues = int(ch.rxCount + ch.combinedCount)
-		info.TxQueues = int(ch.txCount + ch.combinedCount)
+	case err == nil && ch.RX+ch.Combined > 0 && ch.TX+ch.Combined > 0:
+		info.RxQueues = ch.RX + ch.Combined
+		info.TxQueues = ch.TX + ch.Combined
 		info.QueuesFrom = QueuesFromEthtool
-	case err == nil, errors.Is(err, unix.EOPNOTSUPP):
+	case err == nil, errors.Is(err, ErrNotSupported):
 	default:
-		return Info{}, ethtoolError("ETHTOOL_GCHANNELS", at.Name, err)
+		return Info{}, err
 	}
 
 	csum, err := ethtoolGetValue(fd, at.Name, ethtoolGTXCSUM)

@@ -12,6 +12,9 @@ import (
 // Sample is a snapshot of a program's running totals.
 type Sample struct {
 	Packets, Bytes, Drops uint64
+	// Queues are the packets per queue, for programs serving several;
+	// the status line then shows each queue's rate.
+	Queues []uint64
 }
 
 // Meter turns successive Samples into rates and CPU use.
@@ -49,9 +52,20 @@ func (m *Meter) Line(s Sample) string {
 	mbps := float64(s.Bytes-m.prev.Bytes) * 8 / dt / 1e6
 	drops := s.Drops - m.prev.Drops
 	cpuPct := float64(cpu-m.prevCPU) / float64(now.Sub(m.last)) * 100
-	m.last, m.prev, m.prevCPU = now, s, cpu
-	return fmt.Sprintf("%7.1fs %10.0f pps %9.1f Mb/s  drops %d  cpu %5.1f%%  total %d pkts",
+	line := fmt.Sprintf("%7.1fs %10.0f pps %9.1f Mb/s  drops %d  cpu %5.1f%%  total %d pkts",
 		now.Sub(m.start).Seconds(), pps, mbps, drops, cpuPct, s.Packets)
+	if len(s.Queues) > 1 {
+		line += "  per queue pps"
+		for i, n := range s.Queues {
+			var prev uint64
+			if i < len(m.prev.Queues) {
+				prev = m.prev.Queues[i]
+			}
+			line += fmt.Sprintf(" %.0f", float64(n-prev)/dt)
+		}
+	}
+	m.last, m.prev, m.prevCPU = now, s, cpu
+	return line
 }
 
 // Elapsed is the time since NewMeter.

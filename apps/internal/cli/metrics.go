@@ -14,8 +14,12 @@ import (
 // Metric is one Prometheus metric: a counter or a gauge read when scraped.
 type Metric struct {
 	Name, Help string
-	Gauge      bool // a gauge, else a counter
-	Value      func() float64
+	// Labels, when set, are the sample's labels without braces
+	// (queue="0"); metrics of one name with labels follow one another
+	// and share one HELP and TYPE.
+	Labels string
+	Gauge  bool // a gauge, else a counter
+	Value  func() float64
 }
 
 // CheckMetricsAddr accepts host:port addresses on loopback only
@@ -56,14 +60,20 @@ func ServeMetrics(ctx context.Context, addr, prefix string, metrics []Metric) (n
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		bw := bufio.NewWriter(w)
-		for _, m := range metrics {
+		for i, m := range metrics {
 			typ := "counter"
 			if m.Gauge {
 				typ = "gauge"
 			}
 			name := prefix + "_" + m.Name
-			fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n%s %s\n", name, m.Help, name, typ, name,
-				strconv.FormatFloat(m.Value(), 'g', -1, 64))
+			if i == 0 || metrics[i-1].Name != m.Name {
+				fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n", name, m.Help, name, typ)
+			}
+			sample := name
+			if m.Labels != "" {
+				sample += "{" + m.Labels + "}"
+			}
+			fmt.Fprintf(bw, "%s %s\n", sample, strconv.FormatFloat(m.Value(), 'g', -1, 64))
 		}
 		bw.Flush()
 	})

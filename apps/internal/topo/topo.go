@@ -21,6 +21,8 @@ type Topology struct {
 // Config configures Create. A nil *Config means defaults.
 type Config struct {
 	MTU int // default 1500
+	// Queues is the number of RX and TX queues of every veth (default 1).
+	Queues int
 	// KeepTxCsum leaves TX checksum offload on at the end hosts.
 	KeepTxCsum bool
 }
@@ -42,7 +44,7 @@ func Create(cfg *Config) (_ *Topology, err error) {
 			return nil, err
 		}
 	}
-	pc := &vethns.PairConfig{MTU: c.MTU}
+	pc := &vethns.PairConfig{MTU: c.MTU, Queues: c.Queues}
 	if t.In, err = vethns.CreatePair(t.Gen, t.Fwd, pc); err != nil {
 		return nil, err
 	}

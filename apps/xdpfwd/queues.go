@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/xdpkit/xdpkit/apps/internal/cli"
+	"github.com/xdpkit/xdpkit/apps/internal/nexthop"
+	"github.com/xdpkit/xdpkit/mq"
+	"github.com/xdpkit/xdpkit/rxpath"
+	"github.com/xdpkit/xdpkit/umem"
+	"github.com/xdpkit/xdpkit/xsk"
+)
+
+// Summary is xdpfwd's final report. The counters are the sums over the
+// queues; Queues has each queue's own.
+type Summary struct {
+	Mode, In, Out   string
+	AttachMode      string
+	ZeroCopy        bool
+	MultiBuffer     bool
+	Seconds         float64
+	Received        uint64 // packets taken off the RX rings
+	Forwarded       uint64
+	Bytes           uint64
+	Mpps            float64
+	TTLExpired      uint64
+	ICMPSent        uint64
+	ICMPRateLimited uint64
+	ICMPNotSent     uint64
+	NoRoute         uint64
+	NoNeighbour     uint64
+	NotRoutable     uint64
+	NotIP           uint64
+	ParseErrors     uint64
+	TXRingFull      uint64
+	PartialFinished uint64 // UDP/TCP checksums left partial by the sender, finished here
+	RouteLookups    uint64
+	XDP             []PortXDP
+	Queues          []QueueSummary
+	Poller          string
+	CPUSeconds      float64
+	Accounting      string
+	AccountingOK    bool
+}
+
+// QueueSummary is one queue's share.
+type QueueSummary struct {
+	Queue, CPU          int
+	Received, Forwarded uint64
+	Bytes, Drops        uint64
+	Chains              uint64  // multi-buffer packets received
+	CPUSeconds          float64 // the queue thread's CPU time
+}
+
+// PortXDP are one interface's kernel counters (XDP_STATISTICS), summed
+// over its queues.
+type PortXDP struct {
+	Iface                                         string
+	RXDropped, RXRingFull, RXFillEmpty, TXInvalid uint64
+}
+
+// run forwards on every queue of c.queues: queue i of the input interface
+// to queue i of the output interface (and back), each queue on its own
+// thread, with its own UMEM shared by its two sockets.
+func run(ctx context.Context, c *config) (*Summary, error) {
+	own, err := ownAddrs()
+	if err != nil {
+		return nil, err
+	}
+	names := []string{c.in}
+	if c.out != c.in {
+		names = append(names, c.out)
+	}
+	var mode xsk.AttachMode
+	switch strings.ToLower(c.xdpMode) {
+	case "native":
+		mode = xsk.AttachNative
+	case "generic":
+		mode = xsk.AttachGeneric
+	default:
+		mode = xsk.AttachAuto
+	}
+	ifis := make([]*net.Interface, len(names))
+	software := make([]bool, len(names))
+	featuresFrom := make([]string, len(names))
+	jumbo := false
+	for i, name := range names {
+		if ifis[i], err = net.InterfaceByName(name); err != nil {
+			return nil, err
+		}
+		featuresFrom[i] = "?"
+		if info, err := xsk.Device(name); err == nil {
+			featuresFrom[i] = info.FeaturesFrom
+			software[i], _ = info.SoftwareChecksum()
+		}
+		// 2048-byte frames hold 2048-256 (XDP headroom) bytes of a packet:
+		// larger ones come as multi-buffer chains.
+		jumbo = jumbo || ifis[i].MTU+14+8 > 2048-256
+	}
+	sz := uint32(c.ring)
+	cfg := &mq.Config{
+		Ifnames: names,
+		UMEM:    umemConfig(c),
+		Socket: xsk.Config{RXSize: sz, TXSize: sz, FillSize: sz, CompletionSize: sz,
+			MaxTXBudget: min(256, sz), MultiBuffer: jumbo},
+		Program: &xsk.ProgramConfig{Mode: mode, Filter: &xsk.Filter{
+			IPv4UDP: true, IPv4TCP: true, IPv6UDP: true, IPv6TCP: true, PassDst: own,
+		}},
+		// Each Fill ring holds one ring's worth of frames; the rest of the
+		// UMEM is for frames in flight on the TX rings.
+		Poller: rxpath.Config{CopyThreshold: -1, FillFrames: c.ring},
+	}
+	cli.QueueConfig(cfg, c.queues, c.cpus)
+	set, err := mq.Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	fwds := make([]*forwarder, len(set.Queues()))
+	for i, q := range set.Queues() {
+		f := &forwarder{l3: c.mode == "l3", batch: c.batch, icmpRate: c.icmpRate, keep: make([]xsk.Desc, 0, 4), u: q.UMEM}
+		for j, ifi := range ifis {
+			p := &port{name: ifi.Name, ifindex: ifi.Index, sock: q.Sockets[j], prog: set.Programs()[j],
+				pend: make([]xsk.Desc, 0, 2*c.batch+64), comp: make([]uint64, 256), software: software[j]}
+			copy(p.mac[:], ifi.HardwareAddr)
+			p.addr4, p.addr6 = ifaceAddrs(ifi)
+			f.ports = append(f.ports, p)
+		}
+		if c.dstMAC != "" {
+			out := f.ports[len(f.ports)-1]
+			out.dst, out.hasDst = c.dstMACVal, true
+		}
+		if f.l3 {
+			f.cache = nexthop.NewCache() // per queue: no lock between queues
+		}
+		fwds[i] = f
+	}
+	q0 := set.Queues()[0]
+	sum := &Summary{Mode: c.mode, In: c.in, Out: c.out, AttachMode: set.Programs()[0].Mode().String(),
+		ZeroCopy: q0.Sockets[0].ZeroCopy(), MultiBuffer: q0.Sockets[0].MultiBuffer()}
+	var qdesc []string
+	for _, q := range set.Queues() {
+		qdesc = append(qdesc, fmt.Sprintf("%d@cpu%d", q.ID, q.CPU))
+	}
+	fmt.Printf("xdpfwd: ready: %s %s -> %s, queues %s, attach %s, zero-copy %v, multi-buffer %v, %d frames per queue\n",
+		c.mode, c.in, c.out, strings.Join(qdesc, " "), sum.AttachMode, sum.ZeroCopy, sum.MultiBuffer, c.frames)
+	for j, prog := range set.Programs() {
+		via := "bpf_link"
+		if !prog.BPFLink() {
+			via = "attached through rtnetlink (no XDP bpf_link: stays attached if killed)"
+		}
+		fmt.Printf("xdpfwd: %s: kernel features: %s; XDP %s; device facts from %s; finishes partial checksums %v\n",
+			names[j], q0.Sockets[j].Features(), via, featuresFrom[j], software[j])
+	}
+
+	if c.metrics != "" {
+		addr, err := cli.ServeMetrics(ctx, c.metrics, "xdpfwd", metrics(set, fwds))
+		if err != nil {
+			return nil, errors.Join(err, set.Close())
+		}
+		fmt.Printf("xdpfwd: metrics on http://%s/metrics\n", addr)
+	}
+
+	start := time.Now()
+	cpu0 := cli.CPUTime()
+	sample := func() cli.Sample {
+		var s cli.Sample
+		s.Queues = make([]uint64, len(fwds))
+		for i, f := range fwds {
+			n := f.c.forwarded.Load()
+			s.Queues[i] = n
+			s.Packets += n
+			s.Bytes += f.c.bytes.Load()
+			s.Drops += f.c.drops()
+		}
+		x := set.Stats().Total.XDP
+		s.Drops += x.RXDropped + x.RXRingFull
+		return s
+	}
+	runErr := cli.Run("xdpfwd", c.quiet, func() error {
+		return set.Go(ctx, func(ctx context.Context, q *mq.Queue) error {
+			f := fwds[q.Index]
+			err := q.Poller.Run(ctx, f)
+			f.finish()
+			return err
+		})
+	}, sample)
+	el := time.Since(start)
+	sum.Seconds = el.Seconds()
+	var ps []string
+	for i, q := range set.Queues() {
+		f := fwds[i]
+		pst, _ := q.Poller.Stats()
+		sum.Queues = append(sum.Queues, QueueSummary{Queue: q.ID, CPU: q.CPU, Received: pst.Packets,
+			Forwarded: f.c.forwarded.Load(), Bytes: f.c.bytes.Load(), Drops: f.c.drops(), Chains: pst.Chains, CPUSeconds: q.CPUTime().Seconds()})
+		sum.Received += pst.Packets
+		sum.Forwarded += f.c.forwarded.Load()
+		sum.Bytes += f.c.bytes.Load()
+		sum.TTLExpired += f.c.ttlExpired.Load()
+		sum.ICMPSent += f.c.icmpSent.Load()
+		sum.ICMPRateLimited += f.c.icmpLimited.Load()
+		sum.ICMPNotSent += f.c.noRoomICMP.Load()
+		sum.NoRoute += f.c.noRoute.Load()
+		sum.NoNeighbour += f.c.noNeighbour.Load()
+		sum.NotRoutable += f.c.notRoutable.Load()
+		sum.NotIP += f.c.notIP.Load()
+		sum.ParseErrors += f.c.parseErrors.Load()
+		sum.TXRingFull += f.c.txFull.Load()
+		sum.PartialFinished += f.c.partialFinished.Load()
+		if f.cache != nil {
+			sum.RouteLookups += f.cache.Lookups
+		}
+		if len(set.Queues()) > 1 {
+			ps = append(ps, fmt.Sprintf("queue %d: %s", q.ID, pst.String()))
+		} else {
+			ps = append(ps, pst.String())
+		}
+		for j, sk := range q.Sockets {
+			x, _ := sk.Stats()
+			if i == 0 {
+				sum.XDP = append(sum.XDP, PortXDP{Iface: names[j]})
+			}
+			px := &sum.XDP[j]
+			px.RXDropped += x.RXDropped
+			px.RXRingFull += x.RXRingFull
+			px.RXFillEmpty += x.RXFillRingEmptyDesc
+			px.TXInvalid += x.TXInvalidDescs
+		}
+	}
+	sum.Mpps = float64(sum.Forwarded) / el.Seconds() / 1e6
+	sum.Poller = strings.Join(ps, "; ")
+	sum.CPUSeconds = (cli.CPUTime() - cpu0).Seconds()
+	// Close waits for the TX rings, detaches the programs and checks
+	// that every queue's UMEM has all its frames back.
+	err = set.Close()
+	sum.AccountingOK = !errors.Is(err, mq.ErrFramesLost)
+	sum.Accounting = "every UMEM frame back"
+	if !sum.AccountingOK {
+		sum.Accounting = err.Error()
+	}
+	return sum, errors.Join(runErr, err)
+}
+
+// umemConfig: each queue's UMEM, shared by its two sockets.
+func umemConfig(c *config) umem.Config {
+	return umem.Config{FrameSize: 2048, FrameCount: uint32(c.frames)}
+}
+
+// finish sends what is pending when the poller stopped, and waits (at
+// most a second) for the kernel to complete every frame, on the queue's
+// own thread.
+func (f *forwarder) finish() {
+	f.flush()
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		busy := false
+		for _, q := range f.ports {
+			f.kick(q)
+			f.reap(q)
+			busy = busy || q.inflight > 0
+		}
+		if !busy {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func metrics(set *mq.Set, fwds []*forwarder) []cli.Metric {
+	ms := []cli.Metric{}
+	per := func(name, help string, v func(f *forwarder) *atomic.Uint64) {
+		ms = append(ms, cli.Metric{Name: name, Help: help, Value: func() float64 {
+			var n uint64
+			for _, f := range fwds {
+				n += v(f).Load()
+			}
+			return float64(n)
+		}})
+		if len(fwds) > 1 {
+			for i, q := range set.Queues() {
+				ms = append(ms, cli.Metric{Name: "queue_" + name, Help: help + " Per queue.",
+					Labels: fmt.Sprintf("queue=%q", fmt.Sprint(q.ID)),
+					Value:  func() float64 { return float64(v(fwds[i]).Load()) }})
+			}
+		}
+	}
+	per("forwarded_packets_total", "Packets sent on.", func(f *forwarder) *atomic.Uint64 { return &f.c.forwarded })
+	per("forwarded_bytes_total", "Bytes sent on.", func(f *forwarder) *atomic.Uint64 { return &f.c.bytes })
+	per("ttl_expired_total", "Packets whose TTL or hop limit expired.", func(f *forwarder) *atomic.Uint64 { return &f.c.ttlExpired })
+	per("icmp_sent_total", "ICMP time exceeded messages sent.", func(f *forwarder) *atomic.Uint64 { return &f.c.icmpSent })
+	per("no_route_total", "Packets without a route through a served interface.", func(f *forwarder) *atomic.Uint64 { return &f.c.noRoute })
+	per("no_neighbour_total", "Packets whose next hop has no resolved MAC.", func(f *forwarder) *atomic.Uint64 { return &f.c.noNeighbour })
+	per("tx_ring_full_total", "Packets dropped because the TX ring was full.", func(f *forwarder) *atomic.Uint64 { return &f.c.txFull })
+	ms = append(ms,
+		cli.Metric{Name: "received_packets_total", Help: "Packets taken off the RX rings.", Value: func() float64 {
+			return float64(set.Stats().Total.RXPackets)
+		}},
+		cli.Metric{Name: "kernel_drops_total", Help: "Packets the kernel dropped before the RX rings (XDP_STATISTICS).", Value: func() float64 {
+			x := set.Stats().Total.XDP
+			return float64(x.RXDropped + x.RXRingFull)
+		}})
+	if len(fwds) > 1 {
+		for i, q := range set.Queues() {
+			ms = append(ms, cli.Metric{Name: "queue_received_packets_total", Help: "Packets taken off the RX rings. Per queue.",
+				Labels: fmt.Sprintf("queue=%q", fmt.Sprint(q.ID)),
+				Value:  func() float64 { return float64(set.Stats().Queues[i].RXPackets) }})
+		}
+	}
+	return ms
+}

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/xdpkit/xdpkit/apps/internal/cli"
+	"github.com/xdpkit/xdpkit/apps/internal/nexthop"
+	"github.com/xdpkit/xdpkit/apps/internal/payload"
+	"github.com/xdpkit/xdpkit/mq"
+	"github.com/xdpkit/xdpkit/txpath"
+	"github.com/xdpkit/xdpkit/umem"
+	"github.com/xdpkit/xdpkit/xsk"
+)
+
+// Summary is xdpgen's final report: sums over the queues, and each
+// queue's share in Queues.
+type Summary struct {
+	Iface, Src, Dst, DstMAC string
+	Flows                   int
+	Sent                    uint64 // packets queued on the TX rings
+	Bytes                   uint64
+	Completed               uint64 // frames the kernel completed
+	Seconds                 float64
+	Mpps, Mbps              float64
+	Policy                  string
+	PolicyReason            string
+	PolicyWarning           string // set when the policy sends checksums an XDP receiver finds unfinished
+	ZeroCopy                bool
+	MultiBuffer             bool
+	Waits                   uint64 // times no frame or ring entry was free
+	Kicks                   uint64
+	TXInvalid               uint64 // XDP_STATISTICS tx_invalid_descs
+	TXRingEmpty             uint64
+	Queues                  []QueueSummary
+	CPUSeconds              float64
+	Accounting              string
+	AccountingOK            bool
+}
+
+// QueueSummary is one queue's share.
+type QueueSummary struct {
+	Queue, CPU, Flows int
+	Sent, Bytes       uint64
+	Completed         uint64
+	CPUSeconds        float64 // the queue thread's CPU time
+}
+
+func run(ctx context.Context, c *config) (*Summary, error) {
+	ifi, err := net.InterfaceByName(c.iface)
+	if err != nil {
+		return nil, err
+	}
+	if !c.srcAddr.IsValid() || c.nextMAC == nil {
+		hop, err := nexthop.Resolve(c.dstAddr)
+		if err != nil {
+			return nil, fmt.Errorf("-dst %s: %w (give -src and -dst-mac)", c.dstAddr, err)
+		}
+		if hop.LinkIndex != ifi.Index {
+			return nil, fmt.Errorf("-dst %s: the route goes out of interface %d, not %s", c.dstAddr, hop.LinkIndex, c.iface)
+		}
+		if c.nextMAC == nil {
+			c.nextMAC = net.HardwareAddr(hop.MAC[:])
+		}
+		if !c.srcAddr.IsValid() {
+			c.srcAddr = hop.Src
+		}
+		if !c.srcAddr.IsValid() {
+			return nil, fmt.Errorf("-dst %s: no source address on the route (give -src)", c.dstAddr)
+		}
+	}
+	nq := len(c.queues)
+	if c.flows < nq {
+		c.flows = nq // every queue sends at least one flow
+	}
+	maxSize := 0
+	for _, n := range c.sizes {
+		maxSize = max(maxSize, n)
+	}
+	// A frame holds 2048 bytes minus the TX metadata: larger packets
+	// leave as multi-buffer chains.
+	jumbo := maxSize > 2048-umem.TxMetadataSize
+	// XDP_UMEM_TX_SW_CSUM for the auto policy on a software device, where
+	// the kernel's software checksum is one of the two ways to right bytes
+	// (txpath.Decision picks the cheaper).
+	swCsum := false
+	if c.policy == txpath.Auto {
+		if info, err := xsk.Device(c.iface); err == nil {
+			swCsum, _ = info.SoftwareChecksum()
+		}
+	}
+	cfg := &mq.Config{
+		Ifnames:   []string{c.iface},
+		UMEM:      umem.Config{FrameSize: 2048, FrameCount: uint32(c.frames), TxMetadataLen: umem.TxMetadataSize, TxSwCsum: swCsum},
+		Socket:    xsk.Config{NoRX: true, MaxTXBudget: 256, MultiBuffer: jumbo},
+		NoProgram: true,
+		NoPoller:  true,
+		Sender:    &txpath.Config{Policy: c.policy, BatchSize: c.batch},
+	}
+	cli.QueueConfig(cfg, c.queues, c.cpus)
+	set, umemNote, err := openSet(cfg)
+	if err != nil {
+		return nil, err
+	}
+	gens := make([]*gen, nq)
+	pat := payload.Pattern(max(2048, maxSize))
+	for i, q := range set.Queues() {
+		g := &gen{s: q.Senders[0], sizes: c.sizes, pat: pat}
+		for f := i; f < c.flows; f += nq {
+			fl, err := txpath.NewUDPFlow(c.ifaceMAC, c.nextMAC,
+				netip.AddrPortFrom(c.srcAddr, uint16(c.sport+f)), netip.AddrPortFrom(c.dstAddr, uint16(c.dport)),
+				&txpath.UDPFlowConfig{TTL: uint8(c.ttl)})
+			if err != nil {
+				return nil, errors.Join(err, set.Close())
+			}
+			g.flows = append(g.flows, fl)
+			g.ids = append(g.ids, uint16(f))
+		}
+		g.seq = make([]uint64, len(g.flows))
+		g.hdrLen = g.flows[0].HeaderLen()
+		gens[i] = g
+	}
+	q0 := set.Queues()[0]
+	dec := q0.Senders[0].Decision()
+	sum := &Summary{Iface: c.iface, Src: c.srcAddr.String(), Dst: c.dstAddr.String(), DstMAC: c.nextMAC.String(),
+		Flows: c.flows, Policy: dec.Policy.String(), PolicyReason: dec.Reason, PolicyWarning: dec.Warning, ZeroCopy: q0.Sockets[0].ZeroCopy(),
+		MultiBuffer: q0.Sockets[0].MultiBuffer()}
+	if c.policy != txpath.Auto {
+		sum.Policy = c.policy.String()
+	}
+	var qdesc []string
+	for _, q := range set.Queues() {
+		qdesc = append(qdesc, fmt.Sprintf("%d@cpu%d", q.ID, q.CPU))
+	}
+	fmt.Printf("xdpgen: ready: %s -> %s via %s (%s), %d flow(s), queues %s, policy %s\n",
+		sum.Src, sum.Dst, c.iface, sum.DstMAC, c.flows, strings.Join(qdesc, " "), sum.Policy)
+	fmt.Printf("xdpgen: %s\n", dec)
+	from := "?"
+	if info, err := xsk.Device(c.iface); err == nil {
+		from = info.FeaturesFrom
+	}
+	fmt.Printf("xdpgen: kernel features: %s; UMEM %s; device facts from %s\n", q0.Sockets[0].Features(), umemNote, from)
+	if dec.Warning != "" {
+		fmt.Fprintf(os.Stderr, "xdpgen: WARNING: %s\n", dec.Warning)
+	}
+
+	pps := c.pps
+	if c.bps > 0 {
+		avg := 0
+		for _, n := range c.sizes {
+			avg += n
+		}
+		pps = c.bps / 8 / (float64(avg) / float64(len(c.sizes)))
+	}
+	total := func() cli.Sample {
+		st := set.Stats()
+		s := cli.Sample{Packets: st.Total.Packets, Bytes: st.Total.Bytes}
+		if nq > 1 {
+			for _, qs := range st.Queues {
+				s.Queues = append(s.Queues, qs.Packets)
+			}
+		}
+		return s
+	}
+	if c.metrics != "" {
+		ms := []cli.Metric{
+			{Name: "sent_packets_total", Help: "Packets queued for sending.", Value: func() float64 { return float64(total().Packets) }},
+			{Name: "sent_bytes_total", Help: "Bytes queued for sending.", Value: func() float64 { return float64(total().Bytes) }},
+		}
+		if nq > 1 {
+			for i, q := range set.Queues() {
+				ms = append(ms, cli.Metric{Name: "queue_sent_packets_total", Help: "Packets queued for sending. Per queue.",
+					Labels: fmt.Sprintf("queue=%q", fmt.Sprint(q.ID)), Value: func() float64 { return float64(set.Stats().Queues[i].Packets) }})
+			}
+		}
+		addr, err := cli.ServeMetrics(ctx, c.metrics, "xdpgen", ms)
+		if err != nil {
+			return nil, errors.Join(err, set.Close())
+		}
+		fmt.Printf("xdpgen: metrics on http://%s/metrics\n", addr)
+	}
+
+	cpu0 := cli.CPUTime()
+	start := time.Now()
+	runErr := cli.Run("xdpgen", c.quiet, func() error {
+		return set.Go(ctx, func(ctx context.Context, q *mq.Queue) error {
+			g := gens[q.Index]
+			count := c.count
+			if count > 0 {
+				count = cli.QueueRate(c.count, q.Index, nq)
+				g.stopAtZero = count == 0
+			}
+			err := g.loop(ctx, count, pps/float64(nq), c.batch, &q.Counters.Packets, &q.Counters.Bytes)
+			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			return errors.Join(err, g.s.Drain(dctx))
+		})
+	}, total)
+	el := time.Since(start)
+	for i, q := range set.Queues() {
+		g := gens[i]
+		st := g.s.Stats()
+		sum.Queues = append(sum.Queues, QueueSummary{Queue: q.ID, CPU: q.CPU, Flows: len(g.flows),
+			Sent: g.sent, Bytes: g.bytes, Completed: st.Completed, CPUSeconds: q.CPUTime().Seconds()})
+		sum.Sent += g.sent
+		sum.Bytes += g.bytes
+		sum.Completed += st.Completed
+		sum.Waits += g.waits
+		sum.Kicks += st.Kicks
+		if x, err := q.Sockets[0].Stats(); err == nil {
+			sum.TXInvalid += x.TXInvalidDescs
+			sum.TXRingEmpty += x.TXRingEmptyDescs
+		}
+	}
+	sum.Seconds = el.Seconds()
+	sum.Mpps = float64(sum.Sent) / el.Seconds() / 1e6
+	sum.Mbps = float64(sum.Bytes) * 8 / el.Seconds() / 1e6
+	err = set.Close()
+	sum.AccountingOK = !errors.Is(err, mq.ErrFramesLost)
+	sum.Accounting = "every UMEM frame back"
+	if !sum.AccountingOK {
+		sum.Accounting = err.Error()
+	}
+	sum.CPUSeconds = (cli.CPUTime() - cpu0).Seconds()
+	return sum, errors.Join(runErr, err)
+}
+
+// openSet opens the queues with the UMEM flags of cfg: a TX metadata area
+// (for checksum offload) and XDP_UMEM_TX_SW_CSUM where asked. A kernel that
+// refuses the flags (XDP_UMEM_TX_SW_CSUM: Linux 6.8;
+// XDP_UMEM_TX_METADATA_LEN: 6.11) gets UMEMs without them, and the policy
+// sums in software. The note says what was used.
+func openSet(cfg *mq.Config) (*mq.Set, string, error) {
+	var notes []string
+	for {
+		set, err := mq.Open(cfg)
+		if err == nil {
+			switch {
+			case cfg.UMEM.TxSwCsum:
+				notes = append(notes, "TX metadata, XDP_UMEM_TX_SW_CSUM")
+			case cfg.UMEM.TxMetadataLen > 0:
+				notes = append(notes, "TX metadata")
+			default:
+				notes = append(notes, "no TX metadata")
+			}
+			return set, strings.Join(notes, "; "), nil
+		}
+		switch {
+		case !errors.Is(err, umem.ErrNotSupported):
+			return nil, "", err
+		case cfg.UMEM.TxSwCsum:
+			cfg.UMEM.TxSwCsum = false
+			notes = append(notes, fmt.Sprintf("without XDP_UMEM_TX_SW_CSUM (%v)", err))
+		case cfg.UMEM.TxMetadataLen > 0:
+			cfg.UMEM.TxMetadataLen = 0
+			notes = append(notes, fmt.Sprintf("without TX metadata (%v)", err))
+		default:
+			return nil, "", err
+		}
+	}
+}

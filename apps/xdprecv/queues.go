@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/xdpkit/xdpkit/apps/internal/cli"
+	"github.com/xdpkit/xdpkit/apps/internal/payload"
+	"github.com/xdpkit/xdpkit/mq"
+	"github.com/xdpkit/xdpkit/rxpath"
+	"github.com/xdpkit/xdpkit/umem"
+	"github.com/xdpkit/xdpkit/xsk"
+)
+
+// Summary is xdprecv's final report: sums over the queues, and each
+// queue's share in Queues.
+type Summary struct {
+	Iface      string
+	Seconds    float64
+	Packets    uint64 // every packet the sockets got
+	Bytes      uint64
+	Valid      uint64 // generator packets with good checksums and pattern
+	Flows      int    // flows seen (a flow seen on two queues counts twice)
+	Gaps       uint64 // sequence numbers skipped (lost, or late)
+	Late       uint64 // sequence numbers below the next expected (reordered or duplicated)
+	Lost       uint64 // Gaps - Late, at least 0
+	BadIPCsum  uint64
+	BadUDPCsum uint64 // wrong UDP checksums (not partial ones)
+	// PartialUDPCsum counts datagrams whose UDP checksum field holds the
+	// pseudo-header sum: offloaded by a sender behind a software device
+	// (veth, ...) and never finished (csum.Partial). They are not counted
+	// as bad, and their payload is checked.
+	PartialUDPCsum uint64
+	BadPayload     uint64 // wrong pattern or size
+	Other          uint64 // not UDP, or not a generator payload
+	Jumbo          uint64 // multi-buffer packets received
+	TTLMin         int
+	TTLMax         int
+	Mpps           float64
+	XDPDropped     uint64 // XDP_STATISTICS rx_dropped + rx_ring_full
+	FillEmpty      uint64
+	PcapPackets    uint64
+	Queues         []QueueSummary
+	Poller         string
+	CPUSeconds     float64
+	Accounting     string
+	AccountingOK   bool
+}
+
+// QueueSummary is one queue's share.
+type QueueSummary struct {
+	Queue, CPU            int
+	Packets, Bytes, Valid uint64
+	Lost                  uint64
+	CPUSeconds            float64 // the queue thread's CPU time
+}
+
+func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, error) {
+	ifi, err := net.InterfaceByName(c.iface)
+	if err != nil {
+		return nil, err
+	}
+	var pcapFile *os.File
+	var pcap *pcapWriter
+	if c.pcap != "" {
+		f, err := os.Create(c.pcap)
+		if err != nil {
+			return nil, fmt.Errorf("-pcap: %w", err)
+		}
+		pcapFile = f
+		if pcap, err = newPcapWriter(f, c.snaplen); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("-pcap: %w", err)
+		}
+	}
+	closePcap := func() error {
+		if pcapFile == nil {
+			return nil
+		}
+		return errors.Join(pcap.flush(), pcapFile.Close())
+	}
+	filter := &xsk.Filter{IPv4UDP: true, IPv6UDP: true}
+	if c.port > 0 {
+		filter.DstPorts = []uint16{uint16(c.port)}
+	}
+	mode := xsk.AttachAuto
+	switch strings.ToLower(c.xdpMode) {
+	case "native":
+		mode = xsk.AttachNative
+	case "generic":
+		mode = xsk.AttachGeneric
+	}
+	sz := uint32(c.ring)
+	cfg := &mq.Config{
+		Ifnames: []string{c.iface},
+		UMEM:    umem.Config{FrameSize: 2048, FrameCount: uint32(c.frames)},
+		// 2048-byte frames hold 1792 bytes of a packet: larger ones come
+		// as multi-buffer chains.
+		Socket:  xsk.Config{NoTX: true, RXSize: sz, FillSize: sz, MultiBuffer: ifi.MTU+14+8 > 2048-256},
+		Program: &xsk.ProgramConfig{Filter: filter, Mode: mode},
+	}
+	cli.QueueConfig(cfg, c.queues, c.cpus)
+	set, err := mq.Open(cfg)
+	if err != nil {
+		return nil, errors.Join(err, closePcap())
+	}
+	multi := len(set.Queues()) > 1
+	rs := make([]*receiver, len(set.Queues()))
+	for i := range rs {
+		r := &receiver{pat: payload.Pattern(65536), flat: make([]byte, 0, 65536), next: make([]uint64, 65536),
+			count: c.count, stop: cancel, ttlMin: 256, pcap: pcap}
+		if multi {
+			r.count = 0 // the watcher below stops at the total
+		}
+		rs[i] = r
+	}
+	sum := func(f func(r *receiver) *atomic.Uint64) uint64 {
+		var n uint64
+		for _, r := range rs {
+			n += f(r).Load()
+		}
+		return n
+	}
+	var qdesc []string
+	for _, q := range set.Queues() {
+		qdesc = append(qdesc, fmt.Sprintf("%d@cpu%d", q.ID, q.CPU))
+	}
+	q0 := set.Queues()[0]
+	// "ready" once every queue's poller has put its frames on its Fill
+	// ring (the end of its first round): a datagram that finds the Fill
+	// ring empty is dropped.
+	readyMsg := fmt.Sprintf("xdprecv: ready: %s queues %s, port %d, attach %s, zero-copy %v, multi-buffer %v\n"+
+		"xdprecv: kernel features: %s; XDP %s; device facts from %s\n",
+		c.iface, strings.Join(qdesc, " "), c.port, set.Programs()[0].Mode(), q0.Sockets[0].ZeroCopy(), q0.Sockets[0].MultiBuffer(),
+		q0.Sockets[0].Features(), attachVia(set.Programs()[0]), factsFrom(c.iface))
+	var notReady atomic.Int32
+	notReady.Store(int32(len(rs)))
+	for _, r := range rs {
+		r.ready = func() {
+			if notReady.Add(-1) == 0 {
+				fmt.Print(readyMsg)
+			}
+		}
+	}
+	if c.metrics != "" {
+		var ms []cli.Metric
+		ctr := func(name, help string, v func(r *receiver) *atomic.Uint64) {
+			ms = append(ms, cli.Metric{Name: name, Help: help, Value: func() float64 { return float64(sum(v)) }})
+			if multi {
+				for i, q := range set.Queues() {
+					ms = append(ms, cli.Metric{Name: "queue_" + name, Help: help + " Per queue.", Labels: fmt.Sprintf("queue=%q", fmt.Sprint(q.ID)),
+						Value: func() float64 { return float64(v(rs[i]).Load()) }})
+				}
+			}
+		}
+		ctr("packets_total", "Packets received.", func(r *receiver) *atomic.Uint64 { return &r.packets })
+		ctr("bytes_total", "Bytes received.", func(r *receiver) *atomic.Uint64 { return &r.bytes })
+		ctr("valid_total", "Generator packets with good checksums and payload.", func(r *receiver) *atomic.Uint64 { return &r.valid })
+		ctr("gaps_total", "Sequence numbers skipped.", func(r *receiver) *atomic.Uint64 { return &r.gaps })
+		ctr("late_total", "Packets that arrived after a later one of their flow.", func(r *receiver) *atomic.Uint64 { return &r.late })
+		ctr("bad_checksum_total", "Packets with a bad IPv4 header or UDP checksum.", func(r *receiver) *atomic.Uint64 { return &r.badUDP })
+		ctr("partial_checksum_total", "Packets whose UDP checksum field holds the unfinished pseudo-header sum.", func(r *receiver) *atomic.Uint64 { return &r.partialUDP })
+		ctr("bad_payload_total", "Generator packets with a wrong pattern or size.", func(r *receiver) *atomic.Uint64 { return &r.badData })
+		addr, err := cli.ServeMetrics(ctx, c.metrics, "xdprecv", ms)
+		if err != nil {
+			return nil, errors.Join(err, set.Close(), closePcap())
+		}
+		fmt.Printf("xdprecv: metrics on http://%s/metrics\n", addr)
+	}
+	if multi && c.count > 0 {
+		// Stop at the total without a counter shared by the queues.
+		go func() {
+			t := time.NewTicker(time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					if sum(func(r *receiver) *atomic.Uint64 { return &r.valid }) >= c.count {
+						cancel()
+						return
+					}
+				}
+			}
+		}()
+	}
+
+	start := time.Now()
+	cpu0 := cli.CPUTime()
+	runErr := cli.Run("xdprecv", c.quiet, func() error {
+		return set.Run(ctx, func(q *mq.Queue) rxpath.Handler { return rs[q.Index] })
+	}, func() cli.Sample {
+		x := set.Stats().Total.XDP
+		drops := x.RXDropped + x.RXRingFull
+		s := cli.Sample{Packets: sum(func(r *receiver) *atomic.Uint64 { return &r.packets }),
+			Bytes: sum(func(r *receiver) *atomic.Uint64 { return &r.bytes })}
+		for _, r := range rs {
+			drops += r.gaps.Load() + r.badIP.Load() + r.badUDP.Load() + r.badData.Load()
+			if multi {
+				s.Queues = append(s.Queues, r.packets.Load())
+			}
+		}
+		s.Drops = drops
+		return s
+	})
+	el := time.Since(start)
+	out := &Summary{Iface: c.iface, Seconds: el.Seconds(), TTLMin: 256}
+	var ps []string
+	for i, q := range set.Queues() {
+		r := rs[i]
+		st, _ := q.Poller.Stats()
+		x := st.Sockets[0].XDP
+		qs := QueueSummary{Queue: q.ID, CPU: q.CPU, Packets: r.packets.Load(), Bytes: r.bytes.Load(), Valid: r.valid.Load(),
+			CPUSeconds: q.CPUTime().Seconds()}
+		if g, l := r.gaps.Load(), r.late.Load(); g > l {
+			qs.Lost = g - l
+		}
+		out.Queues = append(out.Queues, qs)
+		out.Packets += qs.Packets
+		out.Bytes += qs.Bytes
+		out.Valid += qs.Valid
+		out.Flows += r.flows
+		out.Gaps += r.gaps.Load()
+		out.Late += r.late.Load()
+		out.Lost += qs.Lost
+		out.BadIPCsum += r.badIP.Load()
+		out.BadUDPCsum += r.badUDP.Load()
+		out.PartialUDPCsum += r.partialUDP.Load()
+		out.BadPayload += r.badData.Load()
+		out.Other += r.other.Load()
+		out.Jumbo += st.Chains
+		out.TTLMin, out.TTLMax = min(out.TTLMin, r.ttlMin), max(out.TTLMax, r.ttlMax)
+		out.XDPDropped += x.RXDropped + x.RXRingFull
+		out.FillEmpty += x.RXFillRingEmptyDesc
+		out.PcapPackets += r.pcapN.Load()
+		if multi {
+			ps = append(ps, fmt.Sprintf("queue %d: %s", q.ID, st.String()))
+		} else {
+			ps = append(ps, st.String())
+		}
+	}
+	if out.TTLMin > out.TTLMax {
+		out.TTLMin = 0
+	}
+	out.Mpps = float64(out.Packets) / el.Seconds() / 1e6
+	out.Poller = strings.Join(ps, "; ")
+	err = set.Close()
+	out.AccountingOK = !errors.Is(err, mq.ErrFramesLost)
+	out.Accounting = "every UMEM frame back"
+	if !out.AccountingOK {
+		out.Accounting = err.Error()
+	}
+	out.CPUSeconds = (cli.CPUTime() - cpu0).Seconds()
+	return out, errors.Join(runErr, err, closePcap())
+}
+
+// attachVia says how the XDP program is attached.
+func attachVia(p *xsk.Program) string {
+	if p.BPFLink() {
+		return "bpf_link"
+	}
+	return "attached through rtnetlink (no XDP bpf_link: stays attached if killed)"
+}
+
+// factsFrom says where the device facts came from: the netdev generic
+// netlink family, or ethtool alone (no XDP/XSK feature bits) without it.
+func factsFrom(iface string) string {
+	info, err := xsk.Device(iface)
+	if err != nil {
+		return err.Error()
+	}
+	return info.FeaturesFrom
+}
