@@ -145,6 +145,20 @@ func fixedMethod(m txpath.Method) method {
 	return method{name: m.String(), apply: m.Apply, nt: m.NT()}
 }
 
+// byMethod is fixedMethod of every txpath.Method, made once: auto looks
+// its choice up here, so that it pays nothing the fixed methods do not
+// (a method value made per batch would allocate).
+var byMethod = func() []method {
+	var ms []method
+	for _, m := range txpath.Methods {
+		for int(m) >= len(ms) {
+			ms = append(ms, method{})
+		}
+		ms[m] = fixedMethod(m)
+	}
+	return ms
+}()
+
 // extraMethods are candidates ChooseCopy does not consider, measured beside
 // its own: without offload, copy then sum the destination (which the copy
 // has just brought into the cache) instead of the source.
@@ -166,7 +180,7 @@ func trial(r *region, srcBuf []byte, n int, m method, auto, cold, offload bool) 
 		for i := 0; i < r.slots; i++ {
 			mm := m
 			if auto {
-				mm = fixedMethod(txpath.ChooseCopy(n, cold, offload))
+				mm = byMethod[txpath.ChooseCopy(n, cold, offload)]
 			}
 			mm.apply(r.dst(n), srcBuf[:n], 0)
 		}
@@ -177,7 +191,7 @@ func trial(r *region, srcBuf []byte, n int, m method, auto, cold, offload bool) 
 		// One batch: the method is fixed inside it, so that auto and the
 		// fixed methods run the same inner loop.
 		if auto {
-			m = fixedMethod(txpath.ChooseCopy(n, cold, offload))
+			m = byMethod[txpath.ChooseCopy(n, cold, offload)]
 		}
 		end := min(i+fenceEvery, k)
 		for ; i < end; i++ {
@@ -333,11 +347,11 @@ func measureCell(reg *region, src []byte, size int, cold, offload bool, rounds i
 	var fixed []method
 	if offload {
 		for _, m := range offloadMethods {
-			fixed = append(fixed, fixedMethod(m))
+			fixed = append(fixed, byMethod[m])
 		}
 	} else {
 		for _, m := range noOffloadMethods {
-			fixed = append(fixed, fixedMethod(m))
+			fixed = append(fixed, byMethod[m])
 		}
 		fixed = append(fixed, extraNoOffload...)
 	}

@@ -169,3 +169,17 @@ func TestReport(t *testing.T) {
 		}
 	}
 }
+
+// TestTrialAllocs checks that a trial allocates nothing, auto included:
+// auto must pay nothing a fixed method does not.
+func TestTrialAllocs(t *testing.T) {
+	mem := make([]byte, 1<<20)
+	src := make([]byte, 64+srcSpan)
+	reg := newRegion(mem, 64, 4096, 42)
+	for _, auto := range []bool{false, true} {
+		n := testing.AllocsPerRun(3, func() { trial(reg, src, 64, byMethod[txpath.MethodCopy], auto, false, true) })
+		if n != 0 {
+			t.Errorf("auto=%v: %v allocations per trial", auto, n)
+		}
+	}
+}
