@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -181,5 +182,28 @@ func TestTrialAllocs(t *testing.T) {
 		if n != 0 {
 			t.Errorf("auto=%v: %v allocations per trial", auto, n)
 		}
+	}
+}
+
+// TestParseDeliver reads BenchmarkDeliver's output and derives the
+// threshold: the largest size up to which copy is not slower than keep.
+func TestParseDeliver(t *testing.T) {
+	out := []byte(`BenchmarkDeliver/copy/64-2 	1000	10.0 ns/op
+BenchmarkDeliver/keep/64-2 	1000	20.0 ns/op
+BenchmarkDeliver/copy/64-2 	1000	12.0 ns/op
+BenchmarkDeliver/keep/64-2 	1000	22.0 ns/op
+BenchmarkDeliver/copy/256-2 	1000	19.0 ns/op
+BenchmarkDeliver/keep/256-2 	1000	20.0 ns/op
+BenchmarkDeliver/copy/512-2 	1000	30.0 ns/op
+BenchmarkDeliver/keep/512-2 	1000	20.0 ns/op
+BenchmarkDeliver/copy/1500-2 	1000	10.0 ns/op
+BenchmarkDeliver/keep/1500-2 	1000	20.0 ns/op
+`)
+	d, err := parseDeliver(out, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.Sizes, []int{64, 256, 512, 1500}) || d.Ns["copy"][0] != 11 || d.Threshold != 256 {
+		t.Errorf("%+v", d)
 	}
 }

@@ -28,6 +28,9 @@ type HistoryEntry struct {
 	XDP   []HistoryXDP   `json:"xdp,omitempty"`
 	Micro []HistoryMicro `json:"micro,omitempty"`
 	Grid  *HistoryGrid   `json:"grid,omitempty"`
+	// Deliver is rxpath's BenchmarkDeliver: ns per packet by mode and
+	// size, and the threshold it gives.
+	Deliver *Deliver `json:"deliver,omitempty"`
 }
 
 // HistoryXDP is one AF_XDP row: medians of each implementation.
@@ -94,6 +97,7 @@ func historyOf(r *Results) HistoryEntry {
 	for _, x := range r.Micro {
 		h.Micro = append(h.Micro, HistoryMicro{Name: microName(x), GBps: x.GBps})
 	}
+	h.Deliver = r.Deliver
 	if g := r.Grid; g != nil {
 		hg := &HistoryGrid{Cells: len(g.Cells)}
 		for _, c := range g.Cells {
@@ -207,6 +211,15 @@ func writeHistory(b *strings.Builder, hs []HistoryEntry) {
 	}
 	if len(grid) > 0 {
 		fmt.Fprintf(b, "\nCopy-policy grid, cells passed per run: %s.\n", strings.Join(grid, ", "))
+	}
+	var thr []string
+	for _, h := range same {
+		if h.Deliver != nil {
+			thr = append(thr, fmt.Sprint(h.Deliver.Threshold))
+		}
+	}
+	if len(thr) > 0 {
+		fmt.Fprintf(b, "\nCopy threshold from BenchmarkDeliver per run (bytes): %s.\n", strings.Join(thr, ", "))
 	}
 }
 

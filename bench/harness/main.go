@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-const defaultParts = "xdp,micro,grid"
+const defaultParts = "xdp,micro,deliver,grid"
 
 // config is the command line.
 type config struct {
@@ -47,6 +47,8 @@ type Results struct {
 	XDP   []XDPCase     `json:"xdp,omitempty"`
 	Micro []MicroResult `json:"micro,omitempty"`
 	Grid  *Grid         `json:"grid,omitempty"`
+	// Deliver is rxpath's BenchmarkDeliver, which sets the copy threshold.
+	Deliver *Deliver `json:"deliver,omitempty"`
 
 	// History is history.jsonl with this run last (for the report; not
 	// in results.json).
@@ -75,7 +77,7 @@ func main() {
 	flag.BoolVar(&c.quick, "quick", false, "run every case once, briefly (CI)")
 	flag.IntVar(&c.runs, "runs", 3, "measured runs of each AF_XDP case and implementation")
 	flag.IntVar(&c.seconds, "seconds", 2, "length of one AF_XDP run")
-	flag.StringVar(&c.only, "only", defaultParts, "parts to run: xdp, micro, grid (comma-separated)")
+	flag.StringVar(&c.only, "only", defaultParts, "parts to run: xdp, micro, deliver, grid (comma-separated)")
 	flag.BoolVar(&c.pin, "pin", true, "pin the generator/peer to CPU 0 and the measured program to CPU 1")
 	flag.Parse()
 	c.genCPU, c.measCPU = 0, 1
@@ -150,6 +152,13 @@ func run(c *config) error {
 			return fmt.Errorf("micro-benchmarks: %w", err)
 		}
 		res.Micro = m
+	}
+	if slices.Contains(parts, "deliver") {
+		d, err := runDeliver(ctx, c, bin)
+		if err != nil {
+			return fmt.Errorf("deliver: %w", err)
+		}
+		res.Deliver = d
 	}
 	if slices.Contains(parts, "xdp") {
 		x, err := runXDP(ctx, c, bin)

@@ -104,6 +104,9 @@ func report(r *Results) string {
 				fig(c, ntName), fig(c, cpName), fig(c, "fused"), extra, fig(c, "auto"), c.Auto, c.Ratio, v)
 		}
 	}
+	if r.Deliver != nil {
+		writeDeliver(&b, r.Deliver)
+	}
 	writeHistory(&b, r.History)
 	return b.String()
 }
