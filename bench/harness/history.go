@@ -55,6 +55,8 @@ type HistoryMicro struct {
 
 // HistoryGrid is the copy-policy grid's verdict.
 type HistoryGrid struct {
+	// NT is nt's calibration (nt.Default) of the run.
+	NT     string   `json:"nt_calibration"`
 	Passed int      `json:"cells_passed"`
 	Cells  int      `json:"cells"`
 	Failed []string `json:"failed,omitempty"`
@@ -99,7 +101,7 @@ func historyOf(r *Results) HistoryEntry {
 	}
 	h.Deliver = r.Deliver
 	if g := r.Grid; g != nil {
-		hg := &HistoryGrid{Cells: len(g.Cells)}
+		hg := &HistoryGrid{Cells: len(g.Cells), NT: ntThreshold(g.Calib.Threshold)}
 		for _, c := range g.Cells {
 			if c.Pass {
 				hg.Passed++
@@ -110,6 +112,14 @@ func historyOf(r *Results) HistoryEntry {
 		h.Grid = hg
 	}
 	return h
+}
+
+// ntThreshold names nt's calibrated threshold.
+func ntThreshold(t int) string {
+	if t <= 0 {
+		return "never"
+	}
+	return fmt.Sprintf("from %d B", t)
 }
 
 // readHistory reads history.jsonl (none yet: no entries).
@@ -211,6 +221,15 @@ func writeHistory(b *strings.Builder, hs []HistoryEntry) {
 	}
 	if len(grid) > 0 {
 		fmt.Fprintf(b, "\nCopy-policy grid, cells passed per run: %s.\n", strings.Join(grid, ", "))
+	}
+	var nts []string
+	for _, h := range same {
+		if h.Grid != nil && h.Grid.NT != "" {
+			nts = append(nts, h.Grid.NT)
+		}
+	}
+	if len(nts) > 0 {
+		fmt.Fprintf(b, "\nnt calibration (NT copy wins) per run: %s.\n", strings.Join(nts, ", "))
 	}
 	var thr []string
 	for _, h := range same {
