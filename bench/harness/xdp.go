@@ -60,6 +60,12 @@ type XDPRun struct {
 	// XSKDrops is the receiving socket's rx_dropped + rx_ring_full
 	// (XDP_STATISTICS; rxdrop and fwd).
 	XSKDrops uint64 `json:"xsk_drops"`
+	// Unaccounted is Sent - Frames - XSKDrops (rxdrop): frames the
+	// generator completed that neither reached the receiver nor show in
+	// its socket's drop counters (veth drops them before XDP when its
+	// 256-entry ring is full). Negative would mean the receiver counted
+	// frames nobody sent.
+	Unaccounted int64 `json:"unaccounted"`
 	// OfferedMpps is the generator's own completion rate (rxdrop, fwd).
 	OfferedMpps float64 `json:"offered_mpps,omitempty"`
 	// CPU time over the run, in seconds: the measured program (user,
@@ -617,6 +623,10 @@ func once(ctx context.Context, b *bed, xc xdpCase, im impl, cbin string, secs, g
 		run.Mallocs = uint64(num(m, "mallocs"))
 		if xc.mode == "rxdrop" {
 			run.Frames = run.Own
+			run.Unaccounted = int64(run.Sent) - int64(run.Frames) - int64(run.XSKDrops)
+			if run.Own > run.Sent {
+				logf("  warning: the receiver counted %d frames, the generator completed %d", run.Own, run.Sent)
+			}
 		} else {
 			run.Frames = n1 - n0
 		}
