@@ -185,25 +185,33 @@ func TestTrialAllocs(t *testing.T) {
 	}
 }
 
-// TestParseDeliver reads BenchmarkDeliver's output and derives the
-// threshold: the largest size up to which copy is not slower than keep.
+// TestParseDeliver reads BenchmarkDeliver's output of two rounds and
+// derives the threshold from the paired ratios: the largest size up to
+// which copy is not slower than keep in the median round.
 func TestParseDeliver(t *testing.T) {
-	out := []byte(`BenchmarkDeliver/copy/64-2 	1000	10.0 ns/op
+	r1 := []byte(`BenchmarkDeliver/copy/64-2 	1000	10.0 ns/op
 BenchmarkDeliver/keep/64-2 	1000	20.0 ns/op
-BenchmarkDeliver/copy/64-2 	1000	12.0 ns/op
-BenchmarkDeliver/keep/64-2 	1000	22.0 ns/op
-BenchmarkDeliver/copy/256-2 	1000	19.0 ns/op
-BenchmarkDeliver/keep/256-2 	1000	20.0 ns/op
+BenchmarkDeliver/copy/256 	1000	19.0 ns/op
+BenchmarkDeliver/keep/256 	1000	20.0 ns/op
 BenchmarkDeliver/copy/512-2 	1000	30.0 ns/op
 BenchmarkDeliver/keep/512-2 	1000	20.0 ns/op
 BenchmarkDeliver/copy/1500-2 	1000	10.0 ns/op
 BenchmarkDeliver/keep/1500-2 	1000	20.0 ns/op
 `)
-	d, err := parseDeliver(out, 2)
+	r2 := []byte(`BenchmarkDeliver/copy/64-2 	1000	12.0 ns/op
+BenchmarkDeliver/keep/64-2 	1000	12.0 ns/op
+BenchmarkDeliver/copy/256 	1000	40.0 ns/op
+BenchmarkDeliver/keep/256 	1000	50.0 ns/op
+BenchmarkDeliver/copy/512-2 	1000	30.0 ns/op
+BenchmarkDeliver/keep/512-2 	1000	20.0 ns/op
+BenchmarkDeliver/copy/1500-2 	1000	10.0 ns/op
+BenchmarkDeliver/keep/1500-2 	1000	20.0 ns/op
+`)
+	d, err := parseDeliver([][]byte{r1, r2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(d.Sizes, []int{64, 256, 512, 1500}) || d.Ns["copy"][0] != 11 || d.Threshold != 256 {
+	if !slices.Equal(d.Sizes, []int{64, 256, 512, 1500}) || d.Ns["copy"][0] != 11 || d.CopyKeep[0] != 0.75 || d.Threshold != 256 {
 		t.Errorf("%+v", d)
 	}
 }
