@@ -245,13 +245,6 @@ func (p *proc) result() (map[string]any, json.RawMessage, error) {
 	return m, json.RawMessage(line), nil
 }
 
-// stopAfter lets frames in flight arrive, interrupts p and returns its result.
-func (p *proc) stopAfter(d time.Duration) (map[string]any, json.RawMessage, error) {
-	time.Sleep(d)
-	p.interrupt()
-	return p.result()
-}
-
 func num(m map[string]any, k string) float64 {
 	f, _ := m[k].(float64)
 	return f
