@@ -21,7 +21,7 @@ const (
 	// back through the allocator to the Fill ring, by the median over
 	// rounds of the paired time ratio. A handler that only reads in place
 	// ("lend" there) pays for the copy at every size.
-	DefaultCopyThreshold = 128
+	DefaultCopyThreshold = 256
 	// DefaultIdleRounds: an empty round costs a few atomic loads per
 	// socket, a sleep and wake-up through the netpoller microseconds; the
 	// C reference spins 64 empty loops before poll(2) too.
