@@ -232,13 +232,43 @@ func writeHistory(b *strings.Builder, hs []HistoryEntry) {
 		fmt.Fprintf(b, "\nnt calibration (NT copy wins) per run: %s.\n", strings.Join(nts, ", "))
 	}
 	var thr []string
+	byRun := map[int][]float64{} // size -> copy/keep of each run that has it
+	var sizes []int
 	for _, h := range same {
-		if h.Deliver != nil {
-			thr = append(thr, fmt.Sprint(h.Deliver.Threshold))
+		d := h.Deliver
+		if d == nil {
+			continue
+		}
+		thr = append(thr, fmt.Sprint(d.Threshold))
+		if len(d.CopyKeep) != len(d.Sizes) {
+			continue // an older line, without paired ratios
+		}
+		for i, sz := range d.Sizes {
+			if _, ok := byRun[sz]; !ok {
+				sizes = append(sizes, sz)
+			}
+			byRun[sz] = append(byRun[sz], d.CopyKeep[i])
 		}
 	}
 	if len(thr) > 0 {
 		fmt.Fprintf(b, "\nCopy threshold from BenchmarkDeliver per run (bytes): %s.\n", strings.Join(thr, ", "))
+	}
+	if len(sizes) > 0 {
+		slices.Sort(sizes)
+		b.WriteString("\n| BenchmarkDeliver size | runs | copy/keep (paired median per run): min / median / max |\n|---:|---:|---:|\n")
+		threshold := 0
+		for _, sz := range sizes {
+			v := byRun[sz]
+			fmt.Fprintf(b, "| %d | %d | %s |\n", sz, len(v), spread(v))
+		}
+		for _, sz := range sizes {
+			if median(byRun[sz]) > 1 {
+				break
+			}
+			threshold = sz
+		}
+		fmt.Fprintf(b, "\nBy the median across these runs, copy is not slower than keep up to %d B "+
+			"(rxpath.DefaultCopyThreshold: the largest such size).\n", threshold)
 	}
 }
 
