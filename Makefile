@@ -47,9 +47,11 @@ fuzz:
 	@GO=$(GO) scripts/fuzz.sh $(FUZZTIME) $(FUZZTARGETS)
 
 ## bench: xdpkit side by side with the C reference (AF_XDP on veth, csum, nt), the
-## copy-policy grid, bench/out/{results.json,summary.md,xdp.png,copy.png}; root, gcc, < 10 min.
+## copy-policy grid, bench/out/{results.json,summary.md,xdp.png,copy.png}, a line
+## appended to bench/out/history.jsonl, and README's bench section (= summary.md);
+## root, gcc, < 10 min.
 bench:
-	cd bench/harness && $(GO) run . -out ../out
+	cd bench/harness && $(GO) run . -out ../out -readme ../../README.md
 
 ## bench-quick: every benchmark of `make bench` once, briefly (CI), into bench/out/quick.
 bench-quick:

@@ -13,11 +13,14 @@ const (
 	DefaultRoundTime = 2 * time.Millisecond // net.core.netdev_budget_usecs
 	DefaultFillBatch = 64
 	// DefaultCopyThreshold is the largest packet copied out rather than
-	// lent. BenchmarkDeliver (deliver_bench_test.go) sets it: for a handler
-	// that owns the bytes after Receive, a copy into its buffer costs less
-	// than keeping the frame and handing it back through the allocator up
-	// to 256-512 bytes; a handler that reads in place pays ~10 ns more per
-	// packet for a copy at 256 bytes than for a lent frame.
+	// lent. BenchmarkDeliver (deliver_bench_test.go; make bench reports it
+	// in bench/out/summary.md with the threshold it gives per run) sets
+	// it: the largest size at which, for a handler that owns the bytes
+	// after Receive, copying into its buffer (the frame straight back to
+	// the Fill ring) is not slower than keeping the frame and handing it
+	// back through the allocator to the Fill ring, by the median over
+	// rounds of the paired time ratio. A handler that only reads in place
+	// ("lend" there) pays for the copy at every size.
 	DefaultCopyThreshold = 256
 	// DefaultIdleRounds: an empty round costs a few atomic loads per
 	// socket, a sleep and wake-up through the netpoller microseconds; the

@@ -496,9 +496,9 @@ func (s *Socket) KickTX() error {
 // block, and their work is bounded (copy mode sends at most the TX budget,
 // 32 frames by default, per call), but one call can take tens of
 // microseconds, long enough for the runtime to hand the P away during an
-// ordinary Syscall and make the goroutine wait for one on return. Pinned
-// to one CPU with GOMAXPROCS=1, TX-only on veth measured 1.40-1.55 Mpps
-// with Syscall and 2.10-2.20 Mpps with RawSyscall (the C reference: 2.09-2.23).
+// ordinary Syscall and make the goroutine wait for one on return. The
+// txonly rows of `make bench` (bench/out/summary.md) measure TX-only on
+// veth pinned to one CPU with GOMAXPROCS=1 against the C reference.
 
 // WakeTX makes the sendto system call unconditionally (busy polling).
 func (s *Socket) WakeTX() error {

@@ -21,7 +21,12 @@
  *             frame holds the same packet, written once before the run.
  *             Completions are reaped in one batch per loop; sendto() kicks
  *             only when the TX ring holds unconsumed descriptors and the
- *             kernel set XDP_RING_NEED_WAKEUP on it.
+ *             kernel set XDP_RING_NEED_WAKEUP on it (the ring stays as full
+ *             as the free frames allow). --drain uses xdpkit txpath.Sender's
+ *             strategy instead: after each batch, kick until the kernel took
+ *             it (bounded, reaping in between). --rate PPS paces the sender
+ *             to PPS frames per second (sleeping when ahead), for fixed
+ *             offered loads.
  *     gen     the same as txonly (kept as a name for "traffic generator").
  *             The frames are valid UDP/IPv4 with correct IPv4 and UDP
  *             checksums, so the peer may be a normal kernel stack (use its
@@ -144,6 +149,8 @@ static struct opts {
 	bool zerocopy;
 	bool no_wakeup;
 	uint32_t tx_budget;  /* 0: leave the kernel's default */
+	uint64_t rate;       /* txonly: frames per second, 0: as fast as possible */
+	bool drain;          /* txonly: txpath.Sender's strategy (kick until each batch is taken) */
 	bool have_src_mac, have_dst_mac;
 	uint8_t src_mac[6], dst_mac[6];
 	uint32_t src_ip, dst_ip; /* network order */
@@ -325,6 +332,9 @@ static void usage(FILE *f)
 		"  -z, --zero-copy     bind with XDP_ZEROCOPY instead of XDP_COPY\n"
 		"      --no-wakeup     bind without XDP_USE_NEED_WAKEUP (kick always)\n"
 		"      --tx-budget N   set XDP_MAX_TX_SKB_BUDGET to N (Linux 6.15)\n"
+		"      --rate PPS      txonly: pace to PPS frames per second (0: no pacing)\n"
+		"      --drain         txonly: kick after each batch until the kernel took it\n"
+		"                      (xdpkit txpath.Sender's strategy), not only on need_wakeup\n"
 		"      --src-mac MAC   txonly: source MAC (the interface's)\n"
 		"      --dst-mac MAC   txonly, fwd: destination MAC (required)\n"
 		"      --src-ip A      txonly: source IPv4 (198.18.0.1)\n"
@@ -337,7 +347,7 @@ static void usage(FILE *f)
 
 enum {
 	OPT_OUT_QUEUE = 256, OPT_NO_WAKEUP, OPT_TX_BUDGET, OPT_SRC_MAC, OPT_DST_MAC,
-	OPT_SRC_IP, OPT_DST_IP, OPT_SRC_PORT, OPT_DST_PORT,
+	OPT_SRC_IP, OPT_DST_IP, OPT_SRC_PORT, OPT_DST_PORT, OPT_RATE, OPT_DRAIN,
 };
 
 static void parse_args(int argc, char **argv)
@@ -366,6 +376,8 @@ static void parse_args(int argc, char **argv)
 		{ "dst-ip", required_argument, NULL, OPT_DST_IP },
 		{ "src-port", required_argument, NULL, OPT_SRC_PORT },
 		{ "dst-port", required_argument, NULL, OPT_DST_PORT },
+		{ "rate", required_argument, NULL, OPT_RATE },
+		{ "drain", no_argument, NULL, OPT_DRAIN },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -409,6 +421,8 @@ static void parse_args(int argc, char **argv)
 		case OPT_DST_IP: o.dst_ip = parse_ip4("--dst-ip", optarg); break;
 		case OPT_SRC_PORT: o.src_port = (uint16_t)parse_uint("--src-port", optarg, 0, 65535); break;
 		case OPT_DST_PORT: o.dst_port = (uint16_t)parse_uint("--dst-port", optarg, 0, 65535); break;
+		case OPT_RATE: o.rate = parse_uint("--rate", optarg, 0, 1000000000); break;
+		case OPT_DRAIN: o.drain = true; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(1);
 		}
@@ -1006,6 +1020,25 @@ static void run_txonly(void)
 		want = o.batch < g.nfree ? o.batch : g.nfree;
 		if (o.count && o.count - submitted < want)
 			want = (uint32_t)(o.count - submitted);
+		if (o.rate) {
+			/* Paced: no more than rate * elapsed frames so far; when
+			 * ahead, sleep until the next batch is due. */
+			uint64_t due = (uint64_t)((double)(now - start) * (double)o.rate / 1e9) + 1;
+
+			if (due <= submitted) {
+				uint64_t at = start + (uint64_t)((double)(submitted + want) * 1e9 / (double)o.rate);
+
+				if (at > now) {
+					struct timespec ts = { (time_t)(at / 1000000000ULL), (long)(at % 1000000000ULL) };
+
+					clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+				}
+				now = now_ns();
+				continue;
+			}
+			if (due - submitted < want)
+				want = (uint32_t)(due - submitted);
+		}
 		n = prod_free(&x->tx, want);
 		for (uint32_t i = 0; i < n; i++) {
 			struct xdp_desc *d = desc_slot(&x->tx, x->tx.cached_prod + i);
@@ -1018,8 +1051,25 @@ static void run_txonly(void)
 			prod_submit(&x->tx, n);
 		submitted += n;
 
-		if (tx_pending(&x->tx) && (o.no_wakeup || needs_wakeup(&x->tx)))
+		if (o.drain) {
+			/* txpath.Sender's Flush: kick while the ring holds
+			 * descriptors the kernel has not taken (copy mode takes 32
+			 * per call), bounded, reaping in between. */
+			for (uint32_t i = 0, lim = (x->tx.cached_prod - __atomic_load_n(x->tx.consumer, __ATOMIC_ACQUIRE)) / 16 + 2;
+			     i < lim && tx_pending(&x->tx); i++) {
+				uint32_t d;
+
+				kick_tx(x);
+				d = cons_avail(&x->comp, x->comp.size);
+				for (uint32_t j = 0; j < d; j++)
+					free_push(*addr_slot(&x->comp, x->comp.cached_cons + j));
+				if (d)
+					cons_release(&x->comp, d);
+				completed += d;
+			}
+		} else if (tx_pending(&x->tx) && (o.no_wakeup || needs_wakeup(&x->tx))) {
 			kick_tx(x);
+		}
 		if (n == 0 && done == 0) {
 			if (++idle > IDLE_SPINS)
 				idle_wait(x, POLLOUT);
@@ -1048,11 +1098,12 @@ static void run_txonly(void)
 	       "\"gbps\":%.4f,\"iface\":\"%s\",\"queue\":%u,\"size\":%u,\"batch\":%u,"
 	       "\"ring\":%u,\"frame_size\":%u,\"submitted\":%" PRIu64 ",\"kicks\":%" PRIu64
 	       ",\"kicks_again\":%" PRIu64 ",\"tx_budget\":%u,\"tx_invalid_descs\":%llu,"
-	       "\"tx_ring_empty_descs\":%llu}\n",
+	       "\"tx_ring_empty_descs\":%llu,\"rate\":%" PRIu64 ",\"strategy\":\"%s\"}\n",
 	       mode_names[o.mode], completed, secs(end - start), mpps(completed, end - start),
 	       mpps(completed, end - start) * o.size * 8 / 1e3, o.ifname, o.queue, o.size,
 	       o.batch, o.ring, o.frame_size, submitted, x->kicks, x->kicks_again, o.tx_budget,
-	       (unsigned long long)st.tx_invalid_descs, (unsigned long long)st.tx_ring_empty_descs);
+	       (unsigned long long)st.tx_invalid_descs, (unsigned long long)st.tx_ring_empty_descs,
+	       o.rate, o.drain ? "drain" : "ring");
 }
 
 static void run_sink(void)

@@ -8,38 +8,58 @@
 //
 //  1. AF_XDP on veth pairs in network namespaces created with test/vethns
 //     (unique names, deleted at the end, also on Ctrl-C): TX-only into a
-//     peer that drops in XDP, RX-drop fed by the C txonly generator (the
-//     same generator for both receivers), and forwarding gen -> fwd -> sink,
-//     at 64 and 1500 bytes. Each case alternates the C reference
-//     (bench/c/xdpbench) and xdpkit (bench/xdpkitbench), after one warm-up
-//     run of each, -runs times (5) of -seconds (2); the generator or peer
-//     runs on CPU 0, the measured program on CPU 1 (taskset). Reported: the
-//     median Mpps of each and the xdpkit/C ratio.
+//     peer, RX-drop fed by the C txonly generator (the same generator for
+//     both receivers), and forwarding generator -> forwarder -> back into
+//     the generator's namespace, at 64 and 1500 bytes; RX-drop and
+//     forwarding also at 64 B with the generator paced to 100 kpps, 300
+//     kpps and 1 Mpps (xdpbench --rate). TX-only runs both TX strategies
+//     in both programs: "sender" (kick after each batch until the kernel
+//     took it: txpath.Sender, xdpbench --drain) and "ring" (keep the ring
+//     full, kick when asked: xdpbench's default, xdpkitbench --tx ring).
+//     Frames are counted outside the measured program: TX-only and
+//     forwarding by an XDP program the harness attaches (counter.go; a
+//     per-CPU array it reads before and after each run) on the TX peer and
+//     on the return link; RX-drop by the receiver, with the generator's
+//     completions (loss) and the socket's XDP_STATISTICS beside it. The
+//     harness reads /proc/stat (every CPU's user, sys, softirq) and the
+//     programs' /proc/PID/stat around the traffic (cpu.go) and reports
+//     CPU-seconds per million counted packets. Each case alternates the C
+//     reference (bench/c/xdpbench) and xdpkit (bench/xdpkitbench), after
+//     one warm-up run of each per frame size, -runs times (3) of -seconds
+//     (2); the generator or peer runs on CPU 0, the measured program on
+//     CPU 1 (taskset). Reported: medians over the runs and xdpkit/C.
 //  2. The csum and nt micro-benchmarks (go test -bench on ./csum and ./nt,
 //     pinned to CPU 1, best of -count) next to their C counterparts
 //     bench/c/csumbench.c and bench/c/ntbench.c (gcc -O2 -mavx2): checksum
 //     and copy at 1500 B and 64 KiB.
-//  3. The copy-policy grid: sizes {64, 256, 1500, 4096, 65536} x {hot, cold
-//     destination} x {offload, no offload}. Fixed methods: NT copy,
-//     ordinary copy and the fused copy-and-sum with offload; NT copy + sum,
-//     copy + sum and fused without; and auto (txpath.ChooseCopy, asked
-//     once per batch of 64 copies). Each trial copies 1 MiB of payload into
-//     UMEM-like memory (4 KiB frames, 4 KiB pages, the payload 42 bytes
-//     into its frame, its source at 8 offsets spread over a page); hot: a
-//     region of 256 KiB reused, cold: cycling through 64 MiB (twice the
-//     L3). 601 rounds, each in its own random order, after nt's calibration
-//     (saved to nt-calibration.json and handed to nt.Default) and
-//     txpath.Prepare. Verdict per cell: the median over the rounds of
-//     auto's GB/s over the best fixed method's in the same round must be at
-//     least 0.97 (PASS/FAIL); the table also shows best-of-rounds GB/s.
-//     Run pinned to CPU 1 on one locked thread.
+//  3. The copy-policy grid (grid.go): sizes {64, 256, 1500, 4096, 65536}
+//     x {hot, cold destination} x {offload, no offload}, in two layouts:
+//     "seen" (4 KiB frames, payload 42 bytes in, cold ring 64 MiB: what
+//     txpath.ChooseCopy measures at start-up) and "unseen" (2 KiB frames,
+//     payload 298 bytes in, cold ring 48 MiB). Fixed methods: NT copy,
+//     ordinary copy and the fused copy-and-sum with offload; NT copy +
+//     sum, copy + sum, fused and copy + sum of the destination (a
+//     candidate outside ChooseCopy's set) without; and auto (ChooseCopy,
+//     asked once per batch of 64 copies). 601 rounds, each in its own
+//     random order, after nt's calibration (saved to nt-calibration.json
+//     and handed to nt.Default) and txpath.Prepare. Verdict per cell: for
+//     every fixed method the median over the rounds of auto's GB/s over
+//     the method's in the same round; the smallest must be at least 0.97.
+//     Run pinned to CPU 1 on one locked thread. A failing cell is reported,
+//     and the run exits non-zero, after writing everything.
 //
-// Outputs (in -out, default ../out): results.json, xdp.png (Mpps by mode
+// Every full run appends one line to history.jsonl (commit, date, CPU,
+// kernel, load average, the medians); the report ends with the spread
+// across the kept runs on the same machine. With -readme, summary.md is
+// also written into that README between <!-- bench:start --> and
+// <!-- bench:end -->, byte for byte.
+//
+// Outputs (in -out, default ../out): results.json, history.jsonl, xdp.png (Mpps by mode
 // and frame size, xdpkit and C), copy.png (GB/s by copy size for each copy
 // method, hot and cold), nt-calibration.json and summary.md (the tables
 // that README.md shows). It prints the tables and the elapsed time.
 // -quick runs every case once, briefly (for CI). Run as root:
 //
-//	cd bench/harness && go run . -out ../out
+//	cd bench/harness && go run . -out ../out -readme ../../README.md
 //	cd bench/harness && go run . -quick -out ../out
 package main

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -34,8 +37,16 @@ func TestMedian(t *testing.T) {
 // into its own frame(s), the slots cycle, and nothing leaves the region.
 func TestRegion(t *testing.T) {
 	mem := make([]byte, 64<<10)
-	for _, size := range []int{64, 1500, 4096, 20000} {
-		r := newRegion(mem, size)
+	for _, l := range gridLayouts {
+		for _, size := range []int{64, 1500, 4096, 20000} {
+			testRegion(t, mem, l, size)
+		}
+	}
+}
+
+func testRegion(t *testing.T, mem []byte, l layout, size int) {
+	{
+		r := newRegion(mem, size, l.Frame, l.Off)
 		seen := map[int]bool{}
 		for i := 0; i < 3*r.slots; i++ {
 			d := r.dst(size)
@@ -43,7 +54,7 @@ func TestRegion(t *testing.T) {
 				t.Fatalf("size %d: dst of %d bytes", size, len(d))
 			}
 			off := int(uintptrOf(d) - uintptrOf(mem))
-			if off%frameSize != payloadOff || off+size > len(mem) {
+			if off%l.Frame != l.Off%l.Frame || off+size > len(mem) {
 				t.Fatalf("size %d: payload at %d", size, off)
 			}
 			seen[off] = true
@@ -60,7 +71,7 @@ func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceDat
 func TestMeasureCell(t *testing.T) {
 	mem := make([]byte, 1<<20)
 	src := make([]byte, 1500+srcSpan)
-	c := measureCell(newRegion(mem, 1500), src, 1500, false, true, 3)
+	c := measureCell(newRegion(mem, 1500, 4096, 42), src, 1500, false, true, 3)
 	if len(c.Methods) != 4 {
 		t.Fatalf("methods %v", c.Methods)
 	}
@@ -75,32 +86,134 @@ func TestMeasureCell(t *testing.T) {
 	if c.Pass != (c.Ratio >= 1-gridTolerance) {
 		t.Errorf("pass %v with ratio %v", c.Pass, c.Ratio)
 	}
+	// Without offload, the candidate outside ChooseCopy's set is measured.
+	c = measureCell(newRegion(mem, 1500, 2048, 298), src, 1500, true, false, 3)
+	if _, ok := c.Methods["copy+sum(dst)"]; !ok || len(c.Methods) != 5 {
+		t.Fatalf("methods %v", c.Methods)
+	}
+}
+
+// TestReadmeIsSummary checks that README.md's bench section is
+// bench/out/summary.md byte for byte: make bench writes both, and nobody
+// edits one without the other.
+func TestReadmeIsSummary(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	summary, err := os.ReadFile("../out/summary.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _, err := readmeSection(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(section, summary) {
+		t.Errorf("README.md's bench section (%d bytes) is not bench/out/summary.md (%d bytes): run make bench", len(section), len(summary))
+	}
+}
+
+// TestHistory round-trips history lines and checks the spread table.
+func TestHistory(t *testing.T) {
+	path := t.TempDir() + "/history.jsonl"
+	for i, ratio := range []float64{0.9, 1.1, 1.0} {
+		h := HistoryEntry{Commit: "c" + string(rune('0'+i)), CPU: "X", CPUs: 2, Kernel: "6.18", Load: "1 1 1",
+			XDP:     []HistoryXDP{{Case: "rxdrop 64 B", CMpps: 1, GoMpps: ratio, Ratio: ratio, CProgCPU: 1, GoProgCPU: 2}},
+			Grid:    &HistoryGrid{Passed: 39 + i, Cells: 40},
+			Deliver: &Deliver{Sizes: []int{64, 256, 512}, CopyKeep: []float64{0.9, ratio, 1.1}}}
+		if err := appendHistory(path, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hs, err := readHistory(path)
+	if err != nil || len(hs) != 3 {
+		t.Fatalf("%d entries, %v", len(hs), err)
+	}
+	var b strings.Builder
+	writeHistory(&b, hs)
+	for _, want := range []string{"across the 3 kept runs", "| rxdrop 64 B | 3 | 1.000 / 1.000 / 1.000 | 0.900 / 1.000 / 1.100 | 0.900 / 1.000 / 1.100 | 2.000 / 2.000 / 2.000 |",
+		"cells passed per run: 39/40, 40/40, 41/40", "| 256 | 3 | 0.900 / 1.000 / 1.100 |",
+		"copy is not slower than keep up to 256 B"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("history lacks %q:\n%s", want, b.String())
+		}
+	}
 }
 
 func TestReport(t *testing.T) {
 	r := &Results{
 		Machine: Machine{CPU: "Test CPU", CPUs: 2, Kernel: "6.18", Go: "go1.26", Commit: "abc"},
 		Runs:    5, Seconds: 2, Pinned: true,
-		XDP: []XDPCase{{Mode: "txonly", Size: 64, C: []float64{2, 2.2}, Go: []float64{1, 1.1}, CMedian: 2.1, GoMedian: 1.05, Ratio: 0.5, GoMallocs: []uint64{0, 0}}},
+		XDP: []XDPCase{{Mode: "txonly", Size: 64, Strategy: "sender",
+			C: []XDPRun{{Mpps: 2}, {Mpps: 2.2}}, Go: []XDPRun{{Mpps: 1}, {Mpps: 1.1}},
+			CSum: RunSummary{Mpps: 2.1, CPUsPerM: []CPUTime{{1, 2, 3}}}, GoSum: RunSummary{Mpps: 1.05, ProgPerM: CPUTime{0.25, 0.5, 0}},
+			CMedian: 2.1, GoMedian: 1.05, Ratio: 0.5}},
 		Micro: []MicroResult{
 			{Lang: "go", Bench: "sum", Impl: "default", Size: 1500, Ns: 12, GBps: 125},
 			{Lang: "c", Bench: "sum", Impl: "avx2", Size: 1500, Ns: 24, GBps: 62.5},
 		},
 		Grid: &Grid{Rounds: 3, Tolerance: 0.03, Cells: []GridCell{
-			{Size: 64, Offload: true, Best: "copy", Auto: "copy", Ratio: 1, Pass: true,
+			{Layout: "seen", Size: 64, Offload: true, Best: "copy", Auto: "copy", Ratio: 1, Pass: true,
 				Methods: map[string]Figure{"copy": {10, 9}, "nt": {8, 7}, "fused": {6, 5}, "auto": {10, 9}}},
-			{Size: 64, Cold: true, Best: "fused", Auto: "nt+sum", Ratio: 0.9,
+			{Layout: "unseen", Size: 64, Cold: true, Best: "fused", Auto: "nt+sum", Ratio: 0.9,
 				Methods: map[string]Figure{"copy+sum": {5, 4}, "nt+sum": {4, 3}, "fused": {6, 5}, "auto": {4, 3}}},
 		}},
 	}
 	out := report(r)
 	for _, want := range []string{
-		"at commit abc on Test CPU", "| txonly | 64 B | 2.100 | 1.050 | 0.50 |", "default 12 ns (125.0 GB/s)",
-		"avx2 24 ns (62.5 GB/s)", "FAIL (1 of 2 cells pass)", "| 64 | hot | offload | 8.0 (7.0) | **10.0 (9.0)** |",
-		"| 64 | cold | no-offload |", "| 0.900 | FAIL |",
+		"at commit abc on Test CPU", "| txonly 64 B sender | C | 2.100 |  | 0.00% | 0 | 0.000 | - | 1.000/2.000/3.000 |",
+		"| txonly 64 B sender | xdpkit | 1.050 | 0.50 | 0.00% | 0 | 0.750 | - |", "default 12 ns (125.0 GB/s)",
+		"avx2 24 ns (62.5 GB/s)", "FAIL (1 of 2 cells pass)", "| seen | 64 | hot | offload | 7.0 (8.0) | **9.0 (10.0)** | 5.0 (6.0) | - |",
+		"| unseen | 64 | cold | no-offload |", "| 0.900 | FAIL |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestTrialAllocs checks that a trial allocates nothing, auto included:
+// auto must pay nothing a fixed method does not.
+func TestTrialAllocs(t *testing.T) {
+	mem := make([]byte, 1<<20)
+	src := make([]byte, 64+srcSpan)
+	reg := newRegion(mem, 64, 4096, 42)
+	for _, auto := range []bool{false, true} {
+		n := testing.AllocsPerRun(3, func() { trial(reg, src, 64, byMethod[txpath.MethodCopy], auto, false, true) })
+		if n != 0 {
+			t.Errorf("auto=%v: %v allocations per trial", auto, n)
+		}
+	}
+}
+
+// TestParseDeliver reads BenchmarkDeliver's output of two rounds and
+// derives the threshold from the paired ratios: the largest size up to
+// which copy is not slower than keep in the median round.
+func TestParseDeliver(t *testing.T) {
+	r1 := []byte(`BenchmarkDeliver/copy/64-2 	1000	10.0 ns/op
+BenchmarkDeliver/keep/64-2 	1000	20.0 ns/op
+BenchmarkDeliver/copy/256 	1000	19.0 ns/op
+BenchmarkDeliver/keep/256 	1000	20.0 ns/op
+BenchmarkDeliver/copy/512-2 	1000	30.0 ns/op
+BenchmarkDeliver/keep/512-2 	1000	20.0 ns/op
+BenchmarkDeliver/copy/1500-2 	1000	10.0 ns/op
+BenchmarkDeliver/keep/1500-2 	1000	20.0 ns/op
+`)
+	r2 := []byte(`BenchmarkDeliver/copy/64-2 	1000	12.0 ns/op
+BenchmarkDeliver/keep/64-2 	1000	12.0 ns/op
+BenchmarkDeliver/copy/256 	1000	40.0 ns/op
+BenchmarkDeliver/keep/256 	1000	50.0 ns/op
+BenchmarkDeliver/copy/512-2 	1000	30.0 ns/op
+BenchmarkDeliver/keep/512-2 	1000	20.0 ns/op
+BenchmarkDeliver/copy/1500-2 	1000	10.0 ns/op
+BenchmarkDeliver/keep/1500-2 	1000	20.0 ns/op
+`)
+	d, err := parseDeliver([][]byte{r1, r2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.Sizes, []int{64, 256, 512, 1500}) || d.Ns["copy"][0] != 11 || d.CopyKeep[0] != 0.75 || d.Threshold != 256 {
+		t.Errorf("%+v", d)
 	}
 }

@@ -18,9 +18,12 @@ import (
 	"time"
 )
 
+const defaultParts = "xdp,micro,deliver,grid"
+
 // config is the command line.
 type config struct {
 	out     string
+	readme  string
 	repo    string
 	quick   bool
 	runs    int
@@ -44,6 +47,12 @@ type Results struct {
 	XDP   []XDPCase     `json:"xdp,omitempty"`
 	Micro []MicroResult `json:"micro,omitempty"`
 	Grid  *Grid         `json:"grid,omitempty"`
+	// Deliver is rxpath's BenchmarkDeliver, which sets the copy threshold.
+	Deliver *Deliver `json:"deliver,omitempty"`
+
+	// History is history.jsonl with this run last (for the report; not
+	// in results.json).
+	History []HistoryEntry `json:"-"`
 }
 
 // Machine says where the figures were measured.
@@ -64,10 +73,11 @@ func main() {
 	var c config
 	flag.StringVar(&c.out, "out", "../out", "directory for results.json, the plots and summary.md")
 	flag.StringVar(&c.repo, "repo", "", "root of the xdpkit repository (default: found from the working directory)")
+	flag.StringVar(&c.readme, "readme", "", "write summary.md into this README between the bench markers")
 	flag.BoolVar(&c.quick, "quick", false, "run every case once, briefly (CI)")
-	flag.IntVar(&c.runs, "runs", 5, "measured runs of each AF_XDP case and implementation")
+	flag.IntVar(&c.runs, "runs", 3, "measured runs of each AF_XDP case and implementation")
 	flag.IntVar(&c.seconds, "seconds", 2, "length of one AF_XDP run")
-	flag.StringVar(&c.only, "only", "xdp,micro,grid", "parts to run: xdp, micro, grid (comma-separated)")
+	flag.StringVar(&c.only, "only", defaultParts, "parts to run: xdp, micro, deliver, grid (comma-separated)")
 	flag.BoolVar(&c.pin, "pin", true, "pin the generator/peer to CPU 0 and the measured program to CPU 1")
 	flag.Parse()
 	c.genCPU, c.measCPU = 0, 1
@@ -143,6 +153,13 @@ func run(c *config) error {
 		}
 		res.Micro = m
 	}
+	if slices.Contains(parts, "deliver") {
+		d, err := runDeliver(ctx, c, bin)
+		if err != nil {
+			return fmt.Errorf("deliver: %w", err)
+		}
+		res.Deliver = d
+	}
 	if slices.Contains(parts, "xdp") {
 		x, err := runXDP(ctx, c, bin)
 		if err != nil {
@@ -152,10 +169,29 @@ func run(c *config) error {
 	}
 	res.Elapsed = time.Since(start).Seconds()
 
+	// history.jsonl: every full run appends its line (quick runs measure
+	// too little to keep).
+	hpath := filepath.Join(c.out, "history.jsonl")
+	if res.History, err = readHistory(hpath); err != nil {
+		return err
+	}
+	if !c.quick && c.only == defaultParts {
+		h := historyOf(res)
+		if err := appendHistory(hpath, h); err != nil {
+			return err
+		}
+		res.History = append(res.History, h)
+	}
+
 	summary := report(res)
 	fmt.Print(summary)
 	if err := os.WriteFile(filepath.Join(c.out, "summary.md"), []byte(summary), 0o644); err != nil {
 		return err
+	}
+	if c.readme != "" {
+		if err := writeReadme(c.readme, summary); err != nil {
+			return err
+		}
 	}
 	b, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {

@@ -33,14 +33,14 @@ func plots(r *Results, dir string) error {
 
 func plotXDP(r *Results, path string) error {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("AF_XDP on veth, copy mode (median of %d runs)", r.Runs)
+	p.Title.Text = fmt.Sprintf("AF_XDP on veth, copy mode, Mpps counted outside the program (median of %d runs)", r.Runs)
 	p.Y.Label.Text = "Mpps"
 	var cv, gv plotter.Values
 	var names []string
 	for _, c := range r.XDP {
 		cv = append(cv, c.CMedian)
 		gv = append(gv, c.GoMedian)
-		names = append(names, fmt.Sprintf("%s %dB", c.Mode, c.Size))
+		names = append(names, xdpCaseName(c))
 	}
 	w := vg.Points(16)
 	cb, err := plotter.NewBarChart(cv, w)
@@ -61,7 +61,9 @@ func plotXDP(r *Results, path string) error {
 	p.Legend.Top = true
 	p.NominalX(names...)
 	p.Y.Min = 0
-	return p.Save(7*vg.Inch, 4*vg.Inch, path)
+	p.X.Tick.Label.Rotation = 0.6
+	p.X.Tick.Label.XAlign = draw.XRight
+	return p.Save(12*vg.Inch, 5*vg.Inch, path)
 }
 
 func plotGrid(g *Grid, path string) error {
@@ -76,7 +78,7 @@ func plotGrid(g *Grid, path string) error {
 		p := plot.New()
 		p.Title.Text = fmt.Sprintf("copy into a %s UMEM destination", temp(cold))
 		p.X.Label.Text = "payload bytes (log2)"
-		p.Y.Label.Text = "GB/s (best of rounds)"
+		p.Y.Label.Text = "GB/s (median of rounds, layout " + gridLayouts[0].Name + ")"
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.TickerFunc(func(min, max float64) []plot.Tick {
 			var ts []plot.Tick
@@ -97,11 +99,11 @@ func plotGrid(g *Grid, path string) error {
 		for j, s := range series {
 			var xy plotter.XYs
 			for _, c := range g.Cells {
-				if c.Cold != cold || c.Offload != s.offload {
+				if c.Cold != cold || c.Offload != s.offload || c.Layout != gridLayouts[0].Name {
 					continue
 				}
 				if f, ok := c.Methods[s.method]; ok {
-					xy = append(xy, plotter.XY{X: float64(c.Size), Y: f.Best})
+					xy = append(xy, plotter.XY{X: float64(c.Size), Y: f.Median})
 				}
 			}
 			if len(xy) == 0 {

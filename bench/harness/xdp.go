@@ -14,26 +14,120 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/xdpkit/xdpkit/test/vethns"
 )
 
-// XDPCase is one AF_XDP measurement: a mode and frame size, with the Mpps
-// of every measured run of each implementation.
+// XDPCase is one AF_XDP measurement: a mode, frame size, offered rate
+// (0: as fast as the sender goes) and TX strategy, with every measured run
+// of each implementation.
 type XDPCase struct {
-	Mode     string    `json:"mode"`
-	Size     int       `json:"size"`
-	C        []float64 `json:"c_mpps"`
-	Go       []float64 `json:"xdpkit_mpps"`
-	CMedian  float64   `json:"c_median_mpps"`
-	GoMedian float64   `json:"xdpkit_median_mpps"`
-	Ratio    float64   `json:"ratio"` // xdpkit / C, of the medians
-	// GoMallocs are xdpkitbench's heap allocations during each measured
-	// loop (whole process).
-	GoMallocs []uint64 `json:"xdpkit_mallocs"`
-	// Raw are the JSON lines of every measured run, C then xdpkit per run.
-	Raw []json.RawMessage `json:"raw,omitempty"`
+	Mode string `json:"mode"`
+	Size int    `json:"size"`
+	// Rate is the generator's paced rate in frames per second (rxdrop,
+	// fwd), 0 for the maximum-rate rows.
+	Rate int `json:"rate_pps"`
+	// Strategy is the TX strategy of txonly's senders: "sender" (kick
+	// after each batch until the kernel took it, txpath.Sender's) or
+	// "ring" (keep the ring full, kick when the kernel asks).
+	Strategy string `json:"tx_strategy,omitempty"`
+	// Counted says where the frames of the rate were counted.
+	Counted  string     `json:"counted_at"`
+	C        []XDPRun   `json:"c"`
+	Go       []XDPRun   `json:"xdpkit"`
+	CSum     RunSummary `json:"c_summary"`
+	GoSum    RunSummary `json:"xdpkit_summary"`
+	CMedian  float64    `json:"c_median_mpps"`
+	GoMedian float64    `json:"xdpkit_median_mpps"`
+	Ratio    float64    `json:"ratio"` // xdpkit / C, of the medians
+}
+
+// XDPRun is one measured run of one implementation.
+type XDPRun struct {
+	// Frames were counted at the independent point (Counted); Seconds is
+	// the sender's loop (generator or txonly program); Mpps their ratio.
+	Frames  uint64  `json:"frames"`
+	Seconds float64 `json:"seconds"`
+	Mpps    float64 `json:"mpps"`
+	// Sent is the sender's completions; Loss = 1 - Frames/Sent.
+	Sent uint64  `json:"sent"`
+	Loss float64 `json:"loss"`
+	// Own is the measured program's own count (frames it transmitted,
+	// received or forwarded), for the cross-check.
+	Own uint64 `json:"own_count"`
+	// XSKDrops is the receiving socket's rx_dropped + rx_ring_full
+	// (XDP_STATISTICS; rxdrop and fwd).
+	XSKDrops uint64 `json:"xsk_drops"`
+	// Unaccounted is Sent - Frames - XSKDrops (rxdrop): frames the
+	// generator completed that neither reached the receiver nor show in
+	// its socket's drop counters (veth drops them before XDP when its
+	// 256-entry ring is full). Negative would mean the receiver counted
+	// frames nobody sent.
+	Unaccounted int64 `json:"unaccounted"`
+	// OfferedMpps is the generator's own completion rate (rxdrop, fwd).
+	OfferedMpps float64 `json:"offered_mpps,omitempty"`
+	// CPU time over the run, in seconds: the measured program (user,
+	// sys), the generator process (rxdrop, fwd) and every CPU (user, sys,
+	// softirq from /proc/stat); *PerM are the same per million Frames.
+	Prog     CPUTime   `json:"prog_cpu"`
+	Gen      CPUTime   `json:"gen_cpu"`
+	CPUs     []CPUTime `json:"cpus"`
+	ProgPerM CPUTime   `json:"prog_cpu_s_per_mpkt"`
+	GenPerM  CPUTime   `json:"gen_cpu_s_per_mpkt"`
+	CPUsPerM []CPUTime `json:"cpus_cpu_s_per_mpkt"`
+	// Mallocs are xdpkitbench's heap allocations in its measured loop.
+	Mallocs uint64          `json:"mallocs,omitempty"`
+	Raw     json.RawMessage `json:"raw"`
+	GenRaw  json.RawMessage `json:"gen_raw,omitempty"`
+}
+
+// RunSummary is the median over an implementation's runs of each figure.
+type RunSummary struct {
+	Mpps        float64   `json:"mpps"`
+	Loss        float64   `json:"loss"`
+	OfferedMpps float64   `json:"offered_mpps,omitempty"`
+	ProgPerM    CPUTime   `json:"prog_cpu_s_per_mpkt"`
+	GenPerM     CPUTime   `json:"gen_cpu_s_per_mpkt"`
+	CPUsPerM    []CPUTime `json:"cpus_cpu_s_per_mpkt"`
+	MaxMallocs  uint64    `json:"max_mallocs"`
+}
+
+func summarize(runs []XDPRun) RunSummary {
+	var s RunSummary
+	if len(runs) == 0 {
+		return s
+	}
+	col := func(f func(r XDPRun) float64) float64 {
+		v := make([]float64, len(runs))
+		for i, r := range runs {
+			v[i] = f(r)
+		}
+		return median(v)
+	}
+	cpu := func(f func(r XDPRun) CPUTime) CPUTime {
+		return CPUTime{col(func(r XDPRun) float64 { return f(r).User }), col(func(r XDPRun) float64 { return f(r).Sys }),
+			col(func(r XDPRun) float64 { return f(r).Softirq })}
+	}
+	s.Mpps = col(func(r XDPRun) float64 { return r.Mpps })
+	s.Loss = col(func(r XDPRun) float64 { return r.Loss })
+	s.OfferedMpps = col(func(r XDPRun) float64 { return r.OfferedMpps })
+	s.ProgPerM = cpu(func(r XDPRun) CPUTime { return r.ProgPerM })
+	s.GenPerM = cpu(func(r XDPRun) CPUTime { return r.GenPerM })
+	n := len(runs[0].CPUsPerM)
+	for i := 0; i < n; i++ {
+		s.CPUsPerM = append(s.CPUsPerM, cpu(func(r XDPRun) CPUTime {
+			if i < len(r.CPUsPerM) {
+				return r.CPUsPerM[i]
+			}
+			return CPUTime{}
+		}))
+	}
+	for _, r := range runs {
+		s.MaxMallocs = max(s.MaxMallocs, r.Mallocs)
+	}
+	return s
 }
 
 // impl is one of the two programs compared.
@@ -151,13 +245,6 @@ func (p *proc) result() (map[string]any, json.RawMessage, error) {
 	return m, json.RawMessage(line), nil
 }
 
-// stopAfter lets frames in flight arrive, interrupts p and returns its result.
-func (p *proc) stopAfter(d time.Duration) (map[string]any, json.RawMessage, error) {
-	time.Sleep(d)
-	p.interrupt()
-	return p.result()
-}
-
 func num(m map[string]any, k string) float64 {
 	f, _ := m[k].(float64)
 	return f
@@ -193,10 +280,12 @@ func build(ctx context.Context, c *config, dir string) (cb, gob string, err erro
 	return cb, gob, nil
 }
 
-// bed is the topologies of one mode.
+// bed is the topology of one mode.
 type bed struct {
 	p1, p2 *vethns.Pair // p2 only for fwd
-	sink   *proc
+	// count is the harness's counter: on the TX peer (txonly) or on the
+	// return link in the generator's namespace (fwd).
+	count *counter
 }
 
 func newNS(cl *cleanups) (*vethns.NS, error) {
@@ -223,6 +312,38 @@ func genArgs(from, to *vethns.Link, dst netip.Addr, size, secs int) []string {
 		"-d", strconv.Itoa(secs)}
 }
 
+// xdpCase is one row to measure.
+type xdpCase struct {
+	mode     string
+	size     int
+	rate     int
+	strategy string
+}
+
+// xdpCases are the rows of make bench, by mode: the maximum rate at 64 and
+// 1500 B, and for rxdrop and fwd 64 B frames at fixed offered rates.
+func xdpCases(mode string, quick bool) []xdpCase {
+	var cs []xdpCase
+	switch mode {
+	case "txonly":
+		for _, st := range []string{"sender", "ring"} {
+			for _, size := range []int{64, 1500} {
+				cs = append(cs, xdpCase{mode, size, 0, st})
+			}
+		}
+	default:
+		cs = append(cs, xdpCase{mode: mode, size: 64}, xdpCase{mode: mode, size: 1500})
+		for _, r := range []int{100_000, 300_000, 1_000_000} {
+			cs = append(cs, xdpCase{mode: mode, size: 64, rate: r})
+		}
+	}
+	if quick {
+		// One of each kind keeps everything from rotting.
+		return []xdpCase{cs[0], cs[len(cs)-1]}
+	}
+	return cs
+}
+
 func runXDP(ctx context.Context, c *config, dir string) ([]XDPCase, error) {
 	vethns.Sweep()
 	cbin, gobin, err := build(ctx, c, dir)
@@ -245,7 +366,13 @@ func runXDP(ctx context.Context, c *config, dir string) ([]XDPCase, error) {
 	return out, nil
 }
 
-// runMode sets up mode's topology once and measures both sizes on it.
+var countedAt = map[string]string{
+	"txonly": "sink: the harness's XDP counter on the peer",
+	"rxdrop": "receiver (checked against the generator's completions and XDP_STATISTICS)",
+	"fwd":    "return link: the harness's XDP counter in the generator's namespace",
+}
+
+// runMode sets up mode's topology once and measures its cases on it.
 func runMode(ctx context.Context, c *config, mode string, impls []impl, cbin string, gen, meas int) (_ []XDPCase, err error) {
 	var cl cleanups
 	defer func() {
@@ -268,7 +395,9 @@ func runMode(ctx context.Context, c *config, mode string, impls []impl, cbin str
 			return nil, err
 		}
 	case "fwd":
-		var ns [3]*vethns.NS
+		// Generator (namespace 0) -> forwarder (1) -> back to namespace
+		// 0 on a second pair, where the harness counts what returns.
+		var ns [2]*vethns.NS
 		for i := range ns {
 			if ns[i], err = newNS(&cl); err != nil {
 				return nil, err
@@ -277,37 +406,30 @@ func runMode(ctx context.Context, c *config, mode string, impls []impl, cbin str
 		if b.p1, err = newPair(&cl, ns[0], ns[1]); err != nil {
 			return nil, err
 		}
-		if b.p2, err = newPair(&cl, ns[1], ns[2]); err != nil {
+		if b.p2, err = newPair(&cl, ns[1], ns[0]); err != nil {
 			return nil, err
 		}
 	}
-	// The XDP_DROP sink stays for the whole mode (txonly: on the peer;
-	// fwd: at the far end).
 	if mode != "rxdrop" {
 		at := b.p1.B
 		if mode == "fwd" {
 			at = b.p2.B
 		}
-		b.sink, err = startFor(ctx, 20*time.Minute, at.NS, -1, cbin, "-m", "sink", "-i", at.Name, "-d", "3600")
-		if err != nil {
+		if b.count, err = newCounter(at.NS, at.Name); err != nil {
 			return nil, err
 		}
-		sink := b.sink
-		cl.add(func() error { sink.kill(); return nil })
-		if err := b.sink.waitReady(); err != nil {
-			return nil, err
-		}
-		// xdpbench's sink runs until -d; the cleanup above kills it
-		// (procTimeout bounds it too).
+		cl.add(b.count.Close)
 	}
 	var cases []XDPCase
-	for _, size := range []int{64, 1500} {
-		xc := XDPCase{Mode: mode, Size: size}
-		if !c.quick {
-			// Warm-up: one short run of each, not counted.
+	warm := map[int]bool{}
+	for _, xc := range xdpCases(mode, c.quick) {
+		res := XDPCase{Mode: mode, Size: xc.size, Rate: xc.rate, Strategy: xc.strategy, Counted: countedAt[mode]}
+		if !c.quick && !warm[xc.size] {
+			// Warm-up: one short run of each per frame size, not counted.
+			warm[xc.size] = true
 			for _, im := range impls {
-				if _, _, err := once(ctx, &b, mode, im, cbin, size, 1, gen, meas); err != nil {
-					return cases, fmt.Errorf("%s %d B warm-up (%s): %w", mode, size, im.name, err)
+				if _, err := once(ctx, &b, xc, im, cbin, 1, gen, meas); err != nil {
+					return cases, fmt.Errorf("%s %d B warm-up (%s): %w", mode, xc.size, im.name, err)
 				}
 			}
 		}
@@ -320,76 +442,200 @@ func runMode(ctx context.Context, c *config, mode string, impls []impl, cbin str
 				if err := ctx.Err(); err != nil {
 					return cases, err
 				}
-				m, raw, err := once(ctx, &b, mode, im, cbin, size, c.seconds, gen, meas)
+				run, err := once(ctx, &b, xc, im, cbin, c.seconds, gen, meas)
 				if err != nil {
-					return cases, fmt.Errorf("%s %d B run %d (%s): %w", mode, size, r, im.name, err)
+					return cases, fmt.Errorf("%s run %d (%s): %w", caseName(xc), r, im.name, err)
 				}
 				if im.name == "c" {
-					xc.C = append(xc.C, num(m, "mpps"))
+					res.C = append(res.C, run)
 				} else {
-					xc.Go = append(xc.Go, num(m, "mpps"))
-					xc.GoMallocs = append(xc.GoMallocs, uint64(num(m, "mallocs")))
+					res.Go = append(res.Go, run)
 				}
-				xc.Raw = append(xc.Raw, raw)
-				logf("  %-6s %4d B %-6s run %d: %.3f Mpps", mode, size, im.name, r, num(m, "mpps"))
+				logf("  %-28s %-6s run %d: %.3f Mpps counted (own %d, sent %d, loss %.2f%%), prog %.2f CPU-s/Mpkt",
+					caseName(xc), im.name, r, run.Mpps, run.Own, run.Sent, 100*run.Loss, run.ProgPerM.Total())
 			}
 		}
-		xc.CMedian, xc.GoMedian = median(xc.C), median(xc.Go)
-		if xc.CMedian > 0 {
-			xc.Ratio = xc.GoMedian / xc.CMedian
+		res.CSum, res.GoSum = summarize(res.C), summarize(res.Go)
+		res.CMedian, res.GoMedian = res.CSum.Mpps, res.GoSum.Mpps
+		if res.CMedian > 0 {
+			res.Ratio = res.GoMedian / res.CMedian
 		}
-		logf("%s %d B: C %.3f, xdpkit %.3f Mpps (median of %d), ratio %.2f", mode, size, xc.CMedian, xc.GoMedian, c.runs, xc.Ratio)
-		cases = append(cases, xc)
+		logf("%s: C %.3f, xdpkit %.3f Mpps (median of %d), ratio %.2f", caseName(xc), res.CMedian, res.GoMedian, c.runs, res.Ratio)
+		cases = append(cases, res)
 	}
 	return cases, nil
 }
 
-// once runs one measurement of im and returns its JSON result.
-func once(ctx context.Context, b *bed, mode string, im impl, cbin string, size, secs, gen, meas int) (map[string]any, json.RawMessage, error) {
-	switch mode {
+func caseName(xc xdpCase) string {
+	s := fmt.Sprintf("%s %d B", xc.mode, xc.size)
+	if xc.rate > 0 {
+		s += fmt.Sprintf(" at %s", rateName(xc.rate))
+	}
+	if xc.strategy != "" {
+		s += " (" + xc.strategy + ")"
+	}
+	return s
+}
+
+func rateName(pps int) string {
+	if pps >= 1_000_000 && pps%1_000_000 == 0 {
+		return fmt.Sprintf("%d Mpps", pps/1_000_000)
+	}
+	return fmt.Sprintf("%d kpps", pps/1000)
+}
+
+// usage is what a finished process used: user and system time of all its
+// threads (rusage).
+func (p *proc) usage() CPUTime {
+	if p.cmd.ProcessState == nil {
+		return CPUTime{}
+	}
+	ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return CPUTime{}
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return CPUTime{User: tv(ru.Utime), Sys: tv(ru.Stime)}
+}
+
+// once runs one measurement of im in case xc. The harness reads the CPU
+// counters (/proc/stat, the programs' /proc/PID/stat) around the traffic,
+// and counts the frames at xc's independent point.
+func once(ctx context.Context, b *bed, xc xdpCase, im impl, cbin string, secs, gen, meas int) (XDPRun, error) {
+	var run XDPRun
+	switch xc.mode {
 	case "txonly":
-		p, err := start(ctx, b.p1.A.NS, meas, im.bin, genArgs(b.p1.A, b.p1.B, b.p1.B.IPv4.Addr(), size, secs)...)
-		if err != nil {
-			return nil, nil, err
+		args := genArgs(b.p1.A, b.p1.B, b.p1.B.IPv4.Addr(), xc.size, secs)
+		switch {
+		case im.name == "c" && xc.strategy == "sender":
+			args = append(args, "--drain")
+		case im.name == "xdpkit" && xc.strategy == "ring":
+			args = append(args, "--tx", "ring")
 		}
-		return p.result()
-	case "rxdrop":
-		rx, err := start(ctx, b.p1.B.NS, meas, im.bin, "-m", "rxdrop", "-i", b.p1.B.Name, "-q", "0", "-d", strconv.Itoa(secs+10))
+		n0, err := b.count.total()
 		if err != nil {
-			return nil, nil, err
+			return run, err
+		}
+		p, err := start(ctx, b.p1.A.NS, meas, im.bin, args...)
+		if err != nil {
+			return run, err
+		}
+		if err := p.waitReady(); err != nil {
+			return run, err
+		}
+		c0, err1 := cpuStat()
+		p0, err2 := procStat(p.cmd.Process.Pid)
+		if err := errors.Join(err1, err2); err != nil {
+			p.kill()
+			return run, err
+		}
+		m, raw, err := p.result()
+		if err != nil {
+			return run, err
+		}
+		time.Sleep(50 * time.Millisecond) // frames in the peer's queue
+		c1, err := cpuStat()
+		if err != nil {
+			return run, err
+		}
+		n1, err := b.count.total()
+		if err != nil {
+			return run, err
+		}
+		run.Raw, run.Frames, run.Sent, run.Own = raw, n1-n0, uint64(num(m, "frames")), uint64(num(m, "frames"))
+		run.Seconds, run.Mallocs = num(m, "seconds"), uint64(num(m, "mallocs"))
+		run.Prog, run.CPUs = p.usage().sub(p0), cpuDelta(c0, c1)
+	case "rxdrop", "fwd":
+		var args []string
+		var rxNS *vethns.NS
+		dst := b.p1.B.IPv4.Addr()
+		if xc.mode == "rxdrop" {
+			rxNS, args = b.p1.B.NS, []string{"-m", "rxdrop", "-i", b.p1.B.Name, "-q", "0", "-d", strconv.Itoa(secs + 10)}
+		} else {
+			rxNS, args = b.p1.B.NS, []string{"-m", "fwd", "-i", b.p1.B.Name, "-o", b.p2.A.Name,
+				"--dst-mac", b.p2.B.MAC.String(), "-d", strconv.Itoa(secs + 10)}
+			dst = b.p2.B.IPv4.Addr()
+		}
+		rx, err := start(ctx, rxNS, meas, im.bin, args...)
+		if err != nil {
+			return run, err
 		}
 		if err := rx.waitReady(); err != nil {
-			return nil, nil, err
+			return run, err
 		}
-		g, err := start(ctx, b.p1.A.NS, gen, cbin, genArgs(b.p1.A, b.p1.B, b.p1.B.IPv4.Addr(), size, secs)...)
-		if err != nil {
+		var n0 uint64
+		if b.count != nil {
+			if n0, err = b.count.total(); err != nil {
+				rx.kill()
+				return run, err
+			}
+		}
+		gargs := genArgs(b.p1.A, b.p1.B, dst, xc.size, secs)
+		if xc.rate > 0 {
+			gargs = append(gargs, "--rate", strconv.Itoa(xc.rate))
+		}
+		c0, err1 := cpuStat()
+		p0, err2 := procStat(rx.cmd.Process.Pid)
+		g, err3 := start(ctx, b.p1.A.NS, gen, cbin, gargs...)
+		if err := errors.Join(err1, err2, err3); err != nil {
 			rx.kill()
-			return nil, nil, err
+			return run, err
 		}
-		if _, _, err := g.result(); err != nil {
+		if err := g.waitReady(); err != nil {
 			rx.kill()
-			return nil, nil, fmt.Errorf("generator: %w", err)
+			return run, fmt.Errorf("generator: %w", err)
 		}
-		return rx.stopAfter(200 * time.Millisecond)
-	case "fwd":
-		f, err := start(ctx, b.p1.B.NS, meas, im.bin, "-m", "fwd", "-i", b.p1.B.Name, "-o", b.p2.A.Name,
-			"--dst-mac", b.p2.B.MAC.String(), "-d", strconv.Itoa(secs+10))
+		g0, gerr := procStat(g.cmd.Process.Pid)
+		gm, graw, err := g.result()
+		if err := errors.Join(gerr, err); err != nil {
+			rx.kill()
+			return run, fmt.Errorf("generator: %w", err)
+		}
+		time.Sleep(200 * time.Millisecond) // frames in flight
+		c1, err1 := cpuStat()
+		p1, err2 := procStat(rx.cmd.Process.Pid)
+		var n1 uint64
+		var err4 error
+		if b.count != nil {
+			n1, err4 = b.count.total()
+		}
+		if err := errors.Join(err1, err2, err4); err != nil {
+			rx.kill()
+			return run, err
+		}
+		rx.interrupt()
+		m, raw, err := rx.result()
 		if err != nil {
-			return nil, nil, err
+			return run, err
 		}
-		if err := f.waitReady(); err != nil {
-			return nil, nil, err
+		run.Raw, run.GenRaw = raw, graw
+		run.Sent, run.Seconds = uint64(num(gm, "frames")), num(gm, "seconds")
+		run.OfferedMpps = num(gm, "mpps")
+		run.Own = uint64(num(m, "frames"))
+		run.XSKDrops = uint64(num(m, "rx_dropped") + num(m, "rx_ring_full"))
+		run.Mallocs = uint64(num(m, "mallocs"))
+		if xc.mode == "rxdrop" {
+			run.Frames = run.Own
+			run.Unaccounted = int64(run.Sent) - int64(run.Frames) - int64(run.XSKDrops)
+			if run.Own > run.Sent {
+				logf("  warning: the receiver counted %d frames, the generator completed %d", run.Own, run.Sent)
+			}
+		} else {
+			run.Frames = n1 - n0
 		}
-		g, err := start(ctx, b.p1.A.NS, gen, cbin, genArgs(b.p1.A, b.p1.B, b.p2.B.IPv4.Addr(), size, secs)...)
-		if err != nil {
-			f.kill()
-			return nil, nil, err
-		}
-		if _, _, err := g.result(); err != nil {
-			f.kill()
-			return nil, nil, fmt.Errorf("generator: %w", err)
-		}
-		return f.stopAfter(200 * time.Millisecond)
+		run.Prog, run.Gen, run.CPUs = p1.sub(p0), g.usage().sub(g0), cpuDelta(c0, c1)
+	default:
+		return run, fmt.Errorf("unknown mode %q", xc.mode)
 	}
-	return nil, nil, fmt.Errorf("unknown mode %q", mode)
+	if run.Seconds > 0 {
+		run.Mpps = float64(run.Frames) / run.Seconds / 1e6
+	}
+	if run.Sent > 0 {
+		run.Loss = 1 - float64(run.Frames)/float64(run.Sent)
+	}
+	run.ProgPerM, run.GenPerM = run.Prog.perM(run.Frames), run.Gen.perM(run.Frames)
+	for _, u := range run.CPUs {
+		run.CPUsPerM = append(run.CPUsPerM, u.perM(run.Frames))
+	}
+	return run, nil
 }

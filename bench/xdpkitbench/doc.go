@@ -10,7 +10,10 @@
 //	        most one kick per batch, completions reaped in batches). Like
 //	        xdpbench, every UMEM frame holds the same packet, written once
 //	        before the run, so both measure the rings, not the packet
-//	        builder. "gen" is an alias.
+//	        builder. "gen" is an alias. --tx ring uses xsk's TX and
+//	        Completion rings directly with xdpbench's default strategy
+//	        instead (keep the ring full, KickTX when the kernel asks),
+//	        as xdpbench --drain uses the Sender's.
 //	rxdrop  receives on queue -q of -i through rxpath.Poller (every packet
 //	        lent, none copied, none read; frames back on the Fill ring at
 //	        once), with the XDP program of xsk.AttachProgram.

@@ -51,6 +51,7 @@ type options struct {
 	generic, zc       bool
 	noWakeup          bool
 	txBudget          int
+	tx                string
 	srcMAC, dstMAC    net.HardwareAddr
 	srcIP, dstIP      netip.Addr
 	srcPort, dstPort  int
@@ -141,6 +142,7 @@ func parseArgs(args []string) {
 	boolean(&o.zc, "z", "zero-copy", "bind with XDP_ZEROCOPY instead of XDP_COPY")
 	boolean(&o.noWakeup, "", "no-wakeup", "bind without XDP_USE_NEED_WAKEUP")
 	num(&o.txBudget, "", "tx-budget", 0, "set XDP_MAX_TX_SKB_BUDGET (Linux 6.15)")
+	str(&o.tx, "", "tx", "sender", "txonly: sender (txpath.Sender) | ring (xsk's TX ring kept full)")
 	fs.Var(macFlag{&o.srcMAC}, "src-mac", "txonly: source MAC (the interface's)")
 	fs.Var(macFlag{&o.dstMAC}, "dst-mac", "txonly, fwd: destination MAC (required)")
 	o.srcIP = netip.MustParseAddr("198.18.0.1")
@@ -187,6 +189,8 @@ func parseArgs(args []string) {
 		die("-d %d: want 1..%d", o.duration, maxSeconds)
 	case o.frames < 64:
 		die("-F %d: want at least 64", o.frames)
+	case o.tx != "sender" && o.tx != "ring":
+		die("--tx %q: want sender or ring", o.tx)
 	}
 }
 
@@ -343,6 +347,10 @@ func runTX() {
 	if err != nil {
 		die("socket on %s queue %d: %v", o.ifname, o.queue, err)
 	}
+	if o.tx == "ring" {
+		runTXRing(sock)
+		return
+	}
 	s, err := txpath.New(sock, &txpath.Config{Policy: txpath.Plain, BatchSize: o.batch, Device: &txpath.Device{}})
 	if err != nil {
 		die("sender: %v", err)
@@ -410,12 +418,92 @@ func runTX() {
 	r := mpps(st.Completed, d)
 	fmt.Printf(`{"mode":"txonly","impl":"xdpkit","frames":%d,"seconds":%.6f,"mpps":%.4f,"gbps":%.4f,`+
 		`"iface":%q,"queue":%d,"size":%d,"batch":%d,"ring":%d,"frame_size":%d,"submitted":%d,`+
-		`"kicks":%d,"kicks_again":%d,"tx_budget":%d,"tx_invalid_descs":%d,"tx_ring_empty_descs":%d,"mallocs":%d}`+"\n",
+		`"kicks":%d,"kicks_again":%d,"tx_budget":%d,"tx_invalid_descs":%d,"tx_ring_empty_descs":%d,"mallocs":%d,"strategy":"sender"}`+"\n",
 		st.Completed, d.Seconds(), r, r*float64(o.size)*8/1e3, o.ifname, o.queue, o.size, o.batch, o.ring,
 		o.frameSize, submitted, st.Kicks, st.KicksAgain, o.txBudget, xs.TXInvalidDescs, xs.TXRingEmptyDescs, allocs)
 	if err := s.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "xdpkitbench: sender close: %v\n", err)
 	}
+	if err := sock.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "xdpkitbench: socket close: %v\n", err)
+	}
+}
+
+// runTXRing is txonly on xsk's rings directly, with xdpbench's default
+// strategy: keep the TX ring as full as the free frames allow, kick only
+// when the kernel asks (KickTX), reap every completion there is once per
+// loop.
+func runTXRing(sock *xsk.Socket) {
+	free := make([]uint64, o.frames)
+	for i := range free {
+		free[i] = uint64(i * o.frameSize)
+	}
+	descs := make([]xsk.Desc, o.batch)
+	comp := make([]uint64, o.ring)
+	tx := sock.TX()
+	ready()
+
+	time.Sleep(time.Microsecond)
+	m0 := mallocs()
+	start := time.Now()
+	deadline := start.Add(time.Duration(o.duration) * time.Second)
+	var submitted, completed uint64
+	idle := 0
+	for !stop.Load() && time.Now().Before(deadline) {
+		done := sock.Completion().Consume(comp)
+		free = append(free, comp[:done]...)
+		completed += uint64(done)
+		if o.count > 0 && completed >= o.count {
+			break
+		}
+		want := min(o.batch, len(free))
+		if o.count > 0 && o.count-submitted < uint64(want) {
+			want = int(o.count - submitted)
+		}
+		for i := 0; i < want; i++ {
+			descs[i] = xsk.Desc{Addr: free[len(free)-1-i], Len: uint32(o.size)}
+		}
+		n := tx.Produce(descs[:want])
+		free = free[:len(free)-n]
+		submitted += uint64(n)
+		if tx.Pending() > 0 {
+			if err := sock.KickTX(); err != nil {
+				die("kick: %v", err)
+			}
+		}
+		if n == 0 && done == 0 {
+			if idle++; idle > idleSpins {
+				time.Sleep(20 * time.Microsecond)
+			}
+		} else {
+			idle = 0
+		}
+	}
+	dl := time.Now().Add(drainTime)
+	for completed < submitted && time.Now().Before(dl) {
+		done := sock.Completion().Consume(comp)
+		free = append(free, comp[:done]...)
+		completed += uint64(done)
+		if done == 0 && tx.Pending() > 0 {
+			if err := sock.KickTX(); err != nil {
+				die("kick: %v", err)
+			}
+		}
+	}
+	end := time.Now()
+	allocs := mallocs() - m0
+	xs, err := sock.Stats()
+	if err != nil {
+		die("stats: %v", err)
+	}
+	c := sock.Counters()
+	d := end.Sub(start)
+	r := mpps(completed, d)
+	fmt.Printf(`{"mode":"txonly","impl":"xdpkit","frames":%d,"seconds":%.6f,"mpps":%.4f,"gbps":%.4f,`+
+		`"iface":%q,"queue":%d,"size":%d,"batch":%d,"ring":%d,"frame_size":%d,"submitted":%d,`+
+		`"kicks":%d,"tx_budget":%d,"tx_invalid_descs":%d,"tx_ring_empty_descs":%d,"mallocs":%d,"strategy":"ring"}`+"\n",
+		completed, d.Seconds(), r, r*float64(o.size)*8/1e3, o.ifname, o.queue, o.size, o.batch, o.ring,
+		o.frameSize, submitted, c.KicksTX, o.txBudget, xs.TXInvalidDescs, xs.TXRingEmptyDescs, allocs)
 	if err := sock.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "xdpkitbench: socket close: %v\n", err)
 	}

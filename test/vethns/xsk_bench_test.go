@@ -109,8 +109,9 @@ func (t *txSocket) drain(tb testing.TB) {
 	}
 }
 
-// BenchmarkXSKTX: TX-only on veth into a peer that drops in XDP. The C
-// raw-syscall reference reaches about 2.0 Mpps (64 B) here.
+// BenchmarkXSKTX: TX-only on veth into a peer that drops in XDP. The
+// same case against the C raw-syscall reference, counted at the peer, is
+// the txonly rows of `make bench` (bench/out/summary.md).
 func BenchmarkXSKTX(b *testing.B) {
 	vethns.Require(b)
 	for _, size := range []int{64, 1500} {
@@ -140,7 +141,8 @@ func BenchmarkXSKTX(b *testing.B) {
 
 // BenchmarkXSKRX: RX on veth, fed flat out by an AF_XDP sender in the
 // peer namespace; frames go back to the Fill ring at once (rxdrop). The
-// C reference receives about 1.35 Mpps here.
+// same case against the C reference is the rxdrop rows of `make bench`
+// (bench/out/summary.md).
 func BenchmarkXSKRX(b *testing.B) {
 	vethns.Require(b)
 	b.Run("64", func(b *testing.B) {
