@@ -109,21 +109,24 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 // (copy, NT, or fused, whose sum is then unused) and without (fused,
 // NT+sum or copy+sum), by the median over the rounds of paired time
 // ratios: the plain or the fused copy unless another wins by 2%. A size
-// between two measured ones takes the answer of the smaller. It takes
-// 200-300 ms, the mapping of the ring included, and nt.Default's
-// calibration if that has not run yet.
+// between two measured ones takes the answer of the smaller. The first
+// call measures for a noticeable time (hundreds of milliseconds, the
+// mapping of the ring included, and nt.Default's calibration if that has
+// not run yet): call Prepare at start-up to pay it there.
 //
 // Why measure rather than rule: on the development machine (a 2-vCPU VM on
-// AMD EPYC Zen 5, AVX-512) the rule "NT stores from nt's threshold" is
-// wrong for packets. NT stores won into cold 4 KiB-strided frames from
-// 512 B (1500 B: 38.7 against 27.3 GB/s for the ordinary copy, in the grid
-// of `make bench`), while nt's calibration (nt.Default), which copies into
-// a contiguous ring where the hardware prefetcher hides the ordinary
-// stores' read-for-ownership, put its threshold at 16 KiB, 64 KiB or never
-// from run to run. Without offload, NT + a sum of the (cached) source beat
-// the fused copy-and-sum into cold frames from 1-4 KiB on, while into hot
-// ones the fused copy won at every size (1500 B: 53.6 against 35.9 GB/s
-// for copy + sum). Above 64 KiB, where a payload spans whole contiguous
+// AMD EPYC, AVX-512) the rule "NT stores from nt's threshold" is
+// wrong for packets. The copy-policy grid of `make bench`
+// (bench/out/summary.md; its spread across runs in bench/out/history.jsonl)
+// measures NT stores against the ordinary copy into cold UMEM-like frames
+// at packet sizes, in the layout measured here and in one it never saw,
+// while nt's calibration (nt.Default), which copies into a contiguous ring
+// where the hardware prefetcher hides the ordinary stores'
+// read-for-ownership, gives a threshold that need not match the frames'
+// and can move from run to run (the grid's report lists it). Without
+// offload the grid also sets NT + a sum of the (cached) source against the
+// fused copy-and-sum, into cold and into hot frames.
+// Above 64 KiB, where a payload spans whole contiguous
 // frames, nt's calibration decides: NT stores into a cold destination
 // where nt.Default says NT wins at that size, else the 64 KiB answer
 // without NT.
