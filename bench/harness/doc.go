@@ -30,7 +30,10 @@
 //     CPU 1 (taskset). Reported: medians over the runs and xdpkit/C.
 //  2. The csum and nt micro-benchmarks (go test -bench on ./csum and ./nt,
 //     pinned to CPU 1, best of -count) next to their C counterparts
-//     bench/c/csumbench.c and bench/c/ntbench.c (gcc -O2 -mavx2): checksum
+//     bench/c/csumbench.c (gcc -O3 -march=native: scalar adc, AVX2 and,
+//     where the CPU has it, AVX-512 kernels, each beside the Go kernel set
+//     of its kind) and bench/c/ntbench.c (gcc -O2 -mavx2), both built by
+//     bench/c/build.sh: checksum at 20 B-64 KiB (mid-page and page-end)
 //     and copy at 1500 B and 64 KiB.
 //  3. The copy-policy grid (grid.go): sizes {64, 256, 1500, 4096, 65536}
 //     x {hot, cold destination} x {offload, no offload}, in two layouts:
