@@ -6,5 +6,6 @@ require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
+	golang.org/x/net v0.48.0
 	golang.org/x/sys v0.50.0
 )

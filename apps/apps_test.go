@@ -45,6 +45,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = dir
+	// Built in parallel with other packages; run alone (vethns.Exclusive).
+	vethns.Exclusive()
 	code := vethns.LeakCheck(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -316,12 +318,8 @@ func TestForward(t *testing.T) {
 		// ICMP is not redirected: the forwarder leaves it to fwd-ns's
 		// kernel, which routes it.
 		for _, dst := range []netip.Addr{tp.Out.B.IPv4.Addr(), tp.Out.B.IPv6.Addr()} {
-			out, err := tp.Gen.Exec(ctx, "ping", "-c", "3", "-i", "0.2", "-W", "2", dst.String())
-			if err != nil {
-				t.Fatalf("ping %s: %v", dst, err)
-			}
-			if !strings.Contains(string(out), " 0% packet loss") {
-				t.Fatalf("ping %s: %s", dst, out)
+			if err := tp.Gen.Ping(ctx, dst, 3, 2*time.Second); err != nil {
+				t.Fatal(err)
 			}
 		}
 	})

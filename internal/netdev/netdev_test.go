@@ -18,6 +18,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	vethns.Exclusive()
 	vethns.Sweep()
 	os.Exit(vethns.LeakCheck(m))
 }

@@ -205,7 +205,9 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lc.Close()
-	_ = lc.SetReadBuffer(4 << 20)
+	if err := vethns.ForceReadBuffer(lc, 8<<20); err != nil {
+		t.Fatal(err)
+	}
 	var acked atomic.Int64
 	done := make(chan error, 1)
 	go func() {
@@ -220,7 +222,7 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 		done <- nil
 	}()
-	err = txFrames(st.s, 1000, 256, &acked, func(f []byte, seq int) int {
+	err = txFrames(st.s, 1000, 200, &acked, func(f []byte, seq int) int {
 		return udpFrame(f, p.A.MAC, p.B.MAC, p.A.AddrPort4(40000), p.B.AddrPort4(9001), payload(buf, seq))
 	})
 	if err != nil {
