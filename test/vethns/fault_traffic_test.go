@@ -167,6 +167,11 @@ func (f *faultBed) start(limit time.Duration) {
 	go func() { // txpath sender on A
 		defer f.wg.Done()
 		payload := make([]byte, 200)
+		// seq numbers every datagram that may have been queued: a send
+		// that failed for backpressure (ErrNoFrames, ErrRingFull) queued
+		// nothing and its number is used again; one that failed otherwise
+		// (a kick refused while the link is down) may have queued it.
+		seq := uint64(0)
 		for i := 0; ctx.Err() == nil && !f.stopped(); i++ {
 			for f.txWindow > 0 && f.txSent.Load()-f.txGot.Load() >= f.txWindow && ctx.Err() == nil && !f.stopped() {
 				if err := f.sender.Flush(); err != nil {
@@ -174,20 +179,24 @@ func (f *faultBed) start(limit time.Duration) {
 				}
 				time.Sleep(20 * time.Microsecond)
 			}
-			binary.BigEndian.PutUint64(payload, uint64(f.txSent.Load()))
+			binary.BigEndian.PutUint64(payload, seq)
 			err := f.sender.SendUDP(f.flow, txpath.Options{}, payload)
-			if err == nil && i%20 == 19 {
-				err = f.sender.Flush()
-				time.Sleep(time.Millisecond)
-			}
 			switch {
 			case err == nil:
+				seq++
 				f.txSent.Add(1)
+				if i%20 == 19 {
+					if err := f.sender.Flush(); err != nil {
+						f.sendError(err)
+					}
+					time.Sleep(time.Millisecond)
+				}
 			case errors.Is(err, txpath.ErrNoFrames) || errors.Is(err, txpath.ErrRingFull):
 				wctx, c := context.WithTimeout(ctx, 10*time.Millisecond)
 				_ = f.sender.Wait(wctx)
 				c()
 			default:
+				seq++
 				f.sendError(err)
 				time.Sleep(5 * time.Millisecond)
 			}

@@ -174,15 +174,31 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	buf := make([]byte, 2048)
-	for i := 0; i < 1000; i++ {
-		if _, err := conn.Write(payload(buf, i)); err != nil {
-			t.Fatal(err)
+	// At most 200 in flight: below veth's 256-entry XDP ring. The Fill
+	// ring holds all 1000 frames, so no refill is needed.
+	var received atomic.Int64
+	sendErr := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 2048)
+		deadline := time.Now().Add(10 * time.Second)
+		for i := 0; i < 1000; i++ {
+			for int64(i)-received.Load() >= 200 {
+				if time.Now().After(deadline) {
+					sendErr <- fmt.Errorf("receiver stalled at %d of 1000", received.Load())
+					return
+				}
+				time.Sleep(20 * time.Microsecond)
+			}
+			if _, err := conn.Write(payload(buf, i)); err != nil {
+				sendErr <- err
+				return
+			}
 		}
-	}
+		sendErr <- nil
+	}()
 	descs := make([]xsk.Desc, 64)
 	got := 0
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for got < 1000 && time.Now().Before(deadline) {
 		k := st.s.RX().Consume(descs)
 		for _, d := range descs[:k] {
@@ -191,9 +207,13 @@ func TestLeastPrivilege(t *testing.T) {
 			}
 		}
 		got += k
+		received.Store(int64(got))
 		if k == 0 {
-			time.Sleep(time.Millisecond)
+			time.Sleep(100 * time.Microsecond)
 		}
+	}
+	if err := <-sendErr; err != nil {
+		t.Fatal(err)
 	}
 	if got != 1000 {
 		t.Fatalf("received %d of 1000 datagrams", got)
@@ -222,8 +242,9 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 		done <- nil
 	}()
+	txBuf := make([]byte, 2048)
 	err = txFrames(st.s, 1000, 200, &acked, func(f []byte, seq int) int {
-		return udpFrame(f, p.A.MAC, p.B.MAC, p.A.AddrPort4(40000), p.B.AddrPort4(9001), payload(buf, seq))
+		return udpFrame(f, p.A.MAC, p.B.MAC, p.A.AddrPort4(40000), p.B.AddrPort4(9001), payload(txBuf, seq))
 	})
 	if err != nil {
 		t.Fatal(err)
