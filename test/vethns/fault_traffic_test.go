@@ -49,6 +49,8 @@ type faultBed struct {
 	rxLast, txLast int64
 	rxGaps, txGaps atomic.Int64
 	rxDups, txDups atomic.Int64
+	dupMu          sync.Mutex
+	firstDup       string       // the first duplicate or reordered datagram each way
 	rxBad          atomic.Int64 // frames that are not our datagrams
 	txWindow       int64        // > 0: the sender keeps at most this many unreceived
 	errMu          sync.Mutex
@@ -127,7 +129,7 @@ func (f *faultBed) start(limit time.Duration) {
 				f.rxBad.Add(1)
 				return
 			}
-			f.rxLast = sequence(pl, f.rxLast, &f.rxGaps, &f.rxDups)
+			f.rxLast = f.sequence("RX", pl, f.rxLast, &f.rxGaps, &f.rxDups)
 			f.rxGot.Add(1)
 		}))
 	}()
@@ -135,8 +137,10 @@ func (f *faultBed) start(limit time.Duration) {
 	go func() { // kernel sender in B
 		defer f.wg.Done()
 		msg := make([]byte, 200)
+		// Every attempt gets a number: a write that failed may still
+		// have queued its datagram (a gap at worst, never a duplicate).
 		for i := 0; ctx.Err() == nil && !f.stopped(); i++ {
-			binary.BigEndian.PutUint64(msg, uint64(f.rxSent.Load()))
+			binary.BigEndian.PutUint64(msg, uint64(i))
 			if _, err := f.rxConn.Write(msg); err != nil {
 				f.rxSendErr.Add(1)
 			} else {
@@ -160,7 +164,7 @@ func (f *faultBed) start(limit time.Duration) {
 				f.txDups.Add(1) // not a datagram of ours: counted as a failure
 				continue
 			}
-			f.txLast = sequence(buf[:n], f.txLast, &f.txGaps, &f.txDups)
+			f.txLast = f.sequence("TX", buf[:n], f.txLast, &f.txGaps, &f.txDups)
 			f.txGot.Add(1)
 		}
 	}()
@@ -207,10 +211,14 @@ func (f *faultBed) start(limit time.Duration) {
 // sequence checks datagram payload p's sequence number against the last
 // one seen and returns it: a gap is loss, a number not above the last a
 // duplicate (or reordering).
-func sequence(p []byte, last int64, gaps, dups *atomic.Int64) int64 {
+func (f *faultBed) sequence(dir string, p []byte, last int64, gaps, dups *atomic.Int64) int64 {
 	seq := int64(binary.BigEndian.Uint64(p))
 	if seq <= last {
-		dups.Add(1)
+		if dups.Add(1) == 1 {
+			f.dupMu.Lock()
+			f.firstDup += fmt.Sprintf(" %s: datagram %d after %d;", dir, seq, last)
+			f.dupMu.Unlock()
+		}
 		return last
 	}
 	gaps.Add(seq - last - 1)
@@ -265,6 +273,11 @@ func (f *faultBed) checkSequences() {
 	if b := f.rxBad.Load(); b != 0 {
 		f.t.Errorf("AF_XDP RX: %d frames that are not our datagrams", b)
 	}
+	f.dupMu.Lock()
+	if f.firstDup != "" {
+		f.t.Errorf("first duplicates:%s", f.firstDup)
+	}
+	f.dupMu.Unlock()
 }
 
 func (f *faultBed) stopped() bool {
