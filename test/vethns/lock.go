@@ -27,30 +27,29 @@ func Exclusive() {
 	if os.Getenv(lockedEnv) != "" {
 		return
 	}
-	f, err := os.OpenFile(LockFile, os.O_RDWR|os.O_CREATE, 0o666)
+	// A raw descriptor, not an *os.File: no finalizer can close it (and
+	// drop the lock) while the process runs.
+	fd, err := unix.Open(LockFile, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o666)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "vethns: cannot open %s, running unserialised: %v\n", LockFile, err)
 		return
 	}
 	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		err = unix.Flock(fd, unix.LOCK_EX)
 		if err != unix.EINTR {
 			break
 		}
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "vethns: cannot lock %s, running unserialised: %v\n", LockFile, err)
-		f.Close()
+		unix.Close(fd)
 		return
 	}
-	lockFile = f // held (and never collected) until the process exits
 	os.Setenv(lockedEnv, LockFile)
 }
 
 // lockedEnv is set in the environment of a process that holds the lock.
 const lockedEnv = "XDPKIT_VETHNS_LOCKED"
-
-var lockFile *os.File
 
 // ForceReadBuffer sets c's receive buffer to n bytes with SO_RCVBUFFORCE,
 // which, unlike SetReadBuffer, is not capped by net.core.rmem_max (it needs
