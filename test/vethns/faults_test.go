@@ -307,15 +307,18 @@ func TestXSKCloseWhileBusy(t *testing.T) {
 	defer close(stop)
 
 	errs := make(chan error, 2)
+	var rxBusy, txBusy atomic.Int64 // loop iterations, to close mid-work
 	go func() { // receiver
 		descs := make([]xsk.Desc, 64)
 		addrs := make([]uint64, 64)
+		fill := &filler{ring: s.Fill()}
 		for i := 0; ; i++ {
+			rxBusy.Store(int64(i))
 			k := s.RX().Consume(descs)
 			for j := range descs[:k] {
 				addrs[j] = descs[j].Addr
 			}
-			s.Fill().Produce(addrs[:k])
+			fill.give(addrs[:k]...)
 			if err := s.KickRX(); err != nil {
 				errs <- err
 				return
@@ -330,6 +333,7 @@ func TestXSKCloseWhileBusy(t *testing.T) {
 		descs := make([]xsk.Desc, 64)
 		addrs := make([]uint64, 64)
 		for i := 0; ; i++ {
+			txBusy.Store(int64(i))
 			c := s.Completion().Consume(addrs)
 			_ = u.PutBatch(addrs[:c])
 			n := u.GetBatch(addrs[:16])
@@ -348,7 +352,13 @@ func TestXSKCloseWhileBusy(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// Close once both loops are well under way.
+	for deadline := time.Now().Add(10 * time.Second); rxBusy.Load() < 1000 || txBusy.Load() < 1000; {
+		if time.Now().After(deadline) {
+			t.Fatalf("receiver at %d, sender at %d iterations after 10 s", rxBusy.Load(), txBusy.Load())
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

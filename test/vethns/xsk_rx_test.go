@@ -440,6 +440,7 @@ func TestXSKWaitDeadlineRace(t *testing.T) {
 	defer conn.Close()
 	descs := make([]xsk.Desc, 64)
 	addrs := make([]uint64, 64)
+	fill := &filler{ring: sock.Fill()}
 	drain := func() {
 		for {
 			k := sock.RX().Consume(descs)
@@ -449,7 +450,7 @@ func TestXSKWaitDeadlineRace(t *testing.T) {
 			for i, d := range descs[:k] {
 				addrs[i] = rx.u.Base(d.Addr)
 			}
-			sock.Fill().Produce(addrs[:k])
+			fill.give(addrs[:k]...)
 		}
 	}
 	for i := 0; i < 300; i++ {
