@@ -308,7 +308,7 @@ func TestXSKCloseWhileBusy(t *testing.T) {
 
 	errs := make(chan error, 2)
 	var rxBusy, txBusy atomic.Int64 // loop iterations, to close mid-work
-	go func() { // receiver
+	go func() {                     // receiver
 		descs := make([]xsk.Desc, 64)
 		addrs := make([]uint64, 64)
 		fill := &filler{ring: s.Fill()}
