@@ -307,8 +307,9 @@ func TestXSKCloseWhileBusy(t *testing.T) {
 	defer close(stop)
 
 	errs := make(chan error, 2)
-	var rxBusy, txBusy atomic.Int64 // loop iterations, to close mid-work
-	go func() {                     // receiver
+	// Loop iterations of each goroutine, to close mid-work.
+	var rxBusy, txBusy atomic.Int64
+	go func() { // receiver
 		descs := make([]xsk.Desc, 64)
 		addrs := make([]uint64, 64)
 		fill := &filler{ring: s.Fill()}
