@@ -231,7 +231,7 @@ func TestForwardLeastPrivilege(t *testing.T) {
 				}
 			}
 		}
-		b.checkLoss(t, n, rs, b.stopFwd(t), 0.1)
+		b.checkLoss(t, n, rs, b.stopFwd(t), lossBudget)
 	})
 	for _, c := range []string{"bpf", "net_raw", "net_admin"} {
 		t.Run("without-"+c, func(t *testing.T) {
@@ -277,6 +277,10 @@ type fwdSummary struct {
 	}
 }
 
+// lossBudget is the share of a run's datagrams that checkLoss lets the
+// kernel drop (and count).
+const lossBudget = 0.5
+
 // stopFwd ends the forwarder with SIGTERM and returns its summary.
 func (b *bed) stopFwd(t *testing.T) fwdSummary {
 	t.Helper()
@@ -318,9 +322,13 @@ func (b *bed) vethDrops(t *testing.T) uint64 {
 // checkLoss fails t unless every one of n datagrams arrived, or the
 // datagrams that did not are at most the kernel's drop counters along the
 // path (the veths, the forwarder's and the receiver's AF_XDP sockets, the
-// forwarder's full TX ring) and at most budget of n. No rate is lossless
-// on a loaded machine: veth queues 256 packets for XDP and drops the rest,
-// and a socket whose ring is full drops, each counted.
+// forwarder's full TX ring) and at most budget of n. No fixed rate is
+// lossless on a loaded machine: the generator has no window on the
+// receiver, and an AF_XDP socket whose RX ring is full (a forwarder or
+// receiver kept off the CPU for a few tens of ms) drops, counted. The
+// budget only catches a path that does not forward: under make stress-test
+// up to a quarter was lost, every one counted (twice: by the socket and by
+// the veth that redirected to it).
 func (b *bed) checkLoss(t *testing.T, n int, rs recvSummary, fs fwdSummary, budget float64) {
 	t.Helper()
 	lost := uint64(n) - min(rs.Valid, uint64(n))
@@ -420,7 +428,7 @@ func TestForward(t *testing.T) {
 		if !fs.AccountingOK {
 			t.Errorf("xdpfwd UMEM accounting: %s", fs.Accounting)
 		}
-		b.checkLoss(t, n, rs, fs, 0.1)
+		b.checkLoss(t, n, rs, fs, lossBudget)
 	})
 
 	t.Run("udp6imix", func(t *testing.T) {
@@ -434,7 +442,7 @@ func TestForward(t *testing.T) {
 		if rs.BadUDPCsum+rs.BadPayload != 0 || rs.TTLMin != 63 || rs.TTLMax != 63 {
 			t.Errorf("bad udp %d payload %d, hop limit %d..%d", rs.BadUDPCsum, rs.BadPayload, rs.TTLMin, rs.TTLMax)
 		}
-		b.checkLoss(t, n, rs, b.stopFwd(t), 0.1)
+		b.checkLoss(t, n, rs, b.stopFwd(t), lossBudget)
 	})
 
 	t.Run("tcp16MiB", func(t *testing.T) {
@@ -551,7 +559,7 @@ func TestForward(t *testing.T) {
 		if fs.Forwarded < rs.Valid || fs.TTLExpired != 20 || fs.ICMPSent != 20 {
 			t.Errorf("xdpfwd forwarded %d (the receiver got %d), TTL expired %d, ICMP sent %d (want 20)", fs.Forwarded, rs.Valid, fs.TTLExpired, fs.ICMPSent)
 		}
-		b.checkLoss(t, n, rs, fs, 0.1)
+		b.checkLoss(t, n, rs, fs, lossBudget)
 		for _, l := range []*vethns.Link{tp.In.B, tp.Out.A} {
 			if on, err := topo.XDPAttached(l); err != nil || on {
 				t.Errorf("%s: XDP attached %v (%v) after SIGTERM", l.Name, on, err)
