@@ -182,8 +182,15 @@ func TestTwoQueuesShare(t *testing.T) {
 	if total != snd.sent.Load() {
 		t.Errorf("received %d of %d datagrams", total, snd.sent.Load())
 	}
-	if total == 0 || q0*10 < total*3 || q1*10 < total*3 {
-		t.Errorf("unfair share: queue 0 got %d, queue 1 got %d", q0, q1)
+	// Fairness is the poller's: every round visits both sockets, so their
+	// visit counts are equal. The packet shares are not: they follow how
+	// the kernel hashed the 16 flows onto the two queues (4 and 12 flows
+	// happens in about 8% of runs), and each queue gets all of its own.
+	if q0 == 0 || q1 == 0 {
+		t.Errorf("queue 0 got %d, queue 1 got %d: all 16 flows on one queue", q0, q1)
+	}
+	if v0, v1 := st.Sockets[0].Visits, st.Sockets[1].Visits; v0 != v1 && v0 != v1+1 && v1 != v0+1 {
+		t.Errorf("unfair visits: socket 0 visited %d times, socket 1 %d times", v0, v1)
 	}
 }
 
