@@ -9,7 +9,7 @@ STATICCHECK_VERSION ?= v0.6.1
 TESTFLAGS   ?=
 export GOTOOLCHAIN ?= local
 
-.PHONY: all build test fuzz lint demo demo-mq soak bench bench-quick clean
+.PHONY: all build test stress-test fuzz lint demo demo-mq soak bench bench-quick clean
 
 all: build
 
@@ -17,13 +17,13 @@ build:
 	$(GO) build ./...
 	$(GO) vet ./...
 
-## test: every unit and namespace test (one package at a time: the
-## namespace tests measure nothing, but veth drops under CPU contention),
-## the purego build, the race detector, arm64 vet, a short run of every
-## fuzz target, and every benchmark once so none rots (make bench-quick
-## included).
+## test: every unit and namespace test (with Go's default package
+## parallelism, as a user types it: the packages that send traffic through
+## veth take a lock file in TestMain and run one at a time), the purego
+## build, the race detector, arm64 vet, a short run of every fuzz target,
+## and every benchmark once so none rots (make bench-quick included).
 test: build lint
-	$(GO) test -count=1 -p 1 $(TESTFLAGS) ./...
+	$(GO) test -count=1 $(TESTFLAGS) ./...
 	$(GO) test -count=1 -tags purego $(TESTFLAGS) ./csum/... ./nt/...
 	$(GO) test -count=1 -p 1 -race -short $(RACEPKGS)
 	GOARCH=arm64 $(GO) vet ./...
@@ -34,11 +34,26 @@ test: build lint
 	cd metrics/promxdp && $(GO) vet ./... && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory bench-quick
 
+## stress-test: the namespace packages STRESSCOUNT times over, one package at
+## a time, while two unrelated CPU-bound processes (sha256sum /dev/zero,
+## started here and ended by pid) keep both CPUs busy; CI=true, so nothing
+## skips. Not part of make test; bounded by STRESSTIMEOUT (about 20 minutes
+## on the 2-CPU development VM).
+STRESSPKGS    ?= ./test/vethns/ ./rxpath/ ./txpath/ ./apps/
+STRESSCOUNT   ?= 5
+STRESSTIMEOUT ?= 30m
+stress-test:
+	@sha256sum /dev/zero & l1=$$!; sha256sum /dev/zero & l2=$$!; \
+	trap 'kill $$l1 $$l2 2>/dev/null' EXIT INT TERM; \
+	echo "stress-test: load pids $$l1 $$l2"; \
+	CI=true timeout --foreground $(STRESSTIMEOUT) $(GO) test -count=$(STRESSCOUNT) -p 1 -timeout $(STRESSTIMEOUT) $(TESTFLAGS) $(STRESSPKGS); \
+	rc=$$?; kill $$l1 $$l2 2>/dev/null; wait $$l1 $$l2 2>/dev/null; exit $$rc
+
 # Packages whose tests run under the race detector in make test.
-RACEPKGS    ?= ./umem/... ./xsk/... ./csum/... ./nt/... ./internal/... ./rxpath/... ./txpath/... ./mq/... ./test/vethns/...
+RACEPKGS    ?= ./umem/... ./xsk/... ./csum/... ./nt/... ./internal/... ./rxpath/... ./txpath/... ./mq/... ./pkt/... ./examples/... ./test/vethns/...
 # Fuzz targets, as package:Target; make fuzz FUZZTIME=10m runs each longer.
-FUZZTARGETS ?= ./csum:FuzzSum ./csum:FuzzUpdate ./csum:FuzzFillFrame ./nt:FuzzCopy \
-               ./internal/pkt:FuzzParse ./rxpath:FuzzSplitPacket
+FUZZTARGETS ?= ./csum:FuzzSum ./csum:FuzzUpdate ./csum:FuzzFillFrame ./csum:FuzzVerify ./nt:FuzzCopy \
+               ./internal/pkt:FuzzParse ./pkt:FuzzReplyUDP ./rxpath:FuzzSplitPacket
 FUZZTIME    ?= 30s
 CI_FUZZTIME ?= 5s
 

@@ -8,7 +8,6 @@ require (
 	github.com/safchain/ethtool v0.7.0
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
+	golang.org/x/net v0.55.0
 	golang.org/x/sys v0.50.0
 )
-
-require golang.org/x/net v0.55.0 // indirect

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/xdpkit/xdpkit/apps/internal/cli"
 	"github.com/xdpkit/xdpkit/apps/internal/topo"
 	"github.com/xdpkit/xdpkit/test/vethns"
@@ -45,6 +47,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = dir
+	// Built in parallel with other packages; run alone (vethns.Exclusive).
+	vethns.Exclusive()
 	code := vethns.LeakCheck(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -212,7 +216,7 @@ func TestForwardLeastPrivilege(t *testing.T) {
 		b := newBedAs(t, fourCaps(t, ""))
 		const n = 10000
 		gs, rs := b.udp(t, b.t.Out.B.IPv4.Addr(), n, "50k", "64", 1)
-		if gs.Sent != n || rs.Valid != n {
+		if gs.Sent != n || rs.Valid == 0 {
 			t.Fatalf("with four capabilities: sent %d, received %d valid of %d", gs.Sent, rs.Valid, n)
 		}
 		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", b.fwd.Pid()))
@@ -227,6 +231,7 @@ func TestForwardLeastPrivilege(t *testing.T) {
 				}
 			}
 		}
+		b.checkLoss(t, n, rs, b.stopFwd(t), lossBudget)
 	})
 	for _, c := range []string{"bpf", "net_raw", "net_admin"} {
 		t.Run("without-"+c, func(t *testing.T) {
@@ -266,6 +271,80 @@ type fwdSummary struct {
 	Forwarded, TTLExpired, ICMPSent, NoRoute, NoNeighbour, TXRingFull uint64
 	AccountingOK                                                      bool
 	Accounting                                                        string
+	XDP                                                               []struct {
+		Iface                 string
+		RXDropped, RXRingFull uint64
+	}
+}
+
+// lossBudget is the share of a run's datagrams that checkLoss lets the
+// kernel drop (and count).
+const lossBudget = 0.5
+
+// stopFwd ends the forwarder with SIGTERM and returns its summary.
+func (b *bed) stopFwd(t *testing.T) fwdSummary {
+	t.Helper()
+	if err := b.fwd.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.fwd.Wait(5 * time.Second); err != nil {
+		t.Fatalf("xdpfwd: %v: %s", err, b.fwd.Stderr())
+	}
+	var fs fwdSummary
+	if err := cli.ParseSummary(b.fwd.Output(), &fs); err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+// vethDrops sums the dropped counters (rx and tx) of the four veth ends.
+func (b *bed) vethDrops(t *testing.T) uint64 {
+	t.Helper()
+	var sum uint64
+	for _, l := range []*vethns.Link{b.t.In.A, b.t.In.B, b.t.Out.A, b.t.Out.B} {
+		err := l.NS.Do(func() error {
+			nl, err := netlink.LinkByName(l.Name)
+			if err != nil {
+				return err
+			}
+			if st := nl.Attrs().Statistics; st != nil {
+				sum += st.RxDropped + st.TxDropped
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sum
+}
+
+// checkLoss fails t unless every one of n datagrams arrived, or the
+// datagrams that did not are at most the kernel's drop counters along the
+// path (the veths, the forwarder's and the receiver's AF_XDP sockets, the
+// forwarder's full TX ring) and at most budget of n. No fixed rate is
+// lossless on a loaded machine: the generator has no window on the
+// receiver, and an AF_XDP socket whose RX ring is full (a forwarder or
+// receiver kept off the CPU for a few tens of ms) drops, counted. The
+// budget only catches a path that does not forward: under make stress-test
+// up to a quarter was lost, every one counted (twice: by the socket and by
+// the veth that redirected to it).
+func (b *bed) checkLoss(t *testing.T, n int, rs recvSummary, fs fwdSummary, budget float64) {
+	t.Helper()
+	lost := uint64(n) - min(rs.Valid, uint64(n))
+	drops := rs.XDPDropped + fs.TXRingFull + b.vethDrops(t)
+	for _, x := range fs.XDP {
+		drops += x.RXDropped + x.RXRingFull
+	}
+	if lost > 0 {
+		t.Logf("%d of %d lost; kernel drop counters along the path: %d", lost, n, drops)
+	}
+	if lost > drops {
+		t.Errorf("%d of %d datagrams lost, only %d counted by the kernel", lost, n, drops)
+	}
+	if float64(lost) > budget*float64(n) {
+		t.Errorf("%d of %d datagrams lost, over the %.0f%% budget", lost, n, 100*budget)
+	}
 }
 
 // udp sends count frames of size at rate from gen-ns to the receiver in
@@ -307,36 +386,36 @@ func (b *bed) udp(t *testing.T, dst netip.Addr, count int, rate, size string, fl
 	return gs, rs
 }
 
+// TestForward: each subtest builds its own topology and forwarder, so any
+// one runs alone (go test -run TestForward/sigterm).
 func TestForward(t *testing.T) {
-	b := newBed(t)
-	tp := b.t
 	ctx := context.Background()
 
 	t.Run("ping", func(t *testing.T) {
+		b := newBed(t)
+		tp := b.t
 		// ICMP is not redirected: the forwarder leaves it to fwd-ns's
 		// kernel, which routes it.
 		for _, dst := range []netip.Addr{tp.Out.B.IPv4.Addr(), tp.Out.B.IPv6.Addr()} {
-			out, err := tp.Gen.Exec(ctx, "ping", "-c", "3", "-i", "0.2", "-W", "2", dst.String())
-			if err != nil {
-				t.Fatalf("ping %s: %v", dst, err)
-			}
-			if !strings.Contains(string(out), " 0% packet loss") {
-				t.Fatalf("ping %s: %s", dst, out)
+			if err := tp.Gen.Ping(ctx, dst, 3, 2*time.Second); err != nil {
+				t.Fatal(err)
 			}
 		}
 	})
 
 	t.Run("udp100k", func(t *testing.T) {
+		b := newBed(t)
+		tp := b.t
 		const n = 100000
 		gs, rs := b.udp(t, tp.Out.B.IPv4.Addr(), n, "50k", "64", 1)
 		t.Logf("xdpgen: %+v\nxdprecv: %+v", gs, rs)
 		if gs.Sent != n || gs.Completed != n || !gs.AccountingOK {
 			t.Errorf("generator sent %d, completed %d, accounting ok %v", gs.Sent, gs.Completed, gs.AccountingOK)
 		}
-		if rs.Valid != n || rs.Gaps != 0 || rs.Late != 0 || rs.Lost != 0 {
-			t.Errorf("receiver: %d valid of %d, %d gaps, %d late", rs.Valid, n, rs.Gaps, rs.Late)
+		if rs.Late != 0 || rs.Valid != rs.Packets {
+			t.Errorf("receiver: %d valid of %d packets (%d sent), %d gaps, %d late", rs.Valid, rs.Packets, n, rs.Gaps, rs.Late)
 		}
-		if rs.BadIPCsum+rs.BadUDPCsum+rs.BadPayload != 0 || rs.Packets != n {
+		if rs.BadIPCsum+rs.BadUDPCsum+rs.BadPayload != 0 {
 			t.Errorf("receiver: %d packets, bad: ip %d udp %d payload %d", rs.Packets, rs.BadIPCsum, rs.BadUDPCsum, rs.BadPayload)
 		}
 		if rs.TTLMin != 63 || rs.TTLMax != 63 {
@@ -345,20 +424,30 @@ func TestForward(t *testing.T) {
 		if !rs.AccountingOK {
 			t.Error("receiver lost UMEM frames")
 		}
+		fs := b.stopFwd(t)
+		if !fs.AccountingOK {
+			t.Errorf("xdpfwd UMEM accounting: %s", fs.Accounting)
+		}
+		b.checkLoss(t, n, rs, fs, lossBudget)
 	})
 
 	t.Run("udp6imix", func(t *testing.T) {
+		b := newBed(t)
+		tp := b.t
 		const n = 20000
 		gs, rs := b.udp(t, tp.Out.B.IPv6.Addr(), n, "20k", "imix", 8)
-		if gs.Sent != n || rs.Valid != n || rs.Gaps != 0 || rs.Late != 0 || rs.Flows != 8 {
-			t.Errorf("sent %d, valid %d of %d, gaps %d, late %d, flows %d", gs.Sent, rs.Valid, n, rs.Gaps, rs.Late, rs.Flows)
+		if gs.Sent != n || rs.Late != 0 || rs.Flows != 8 || rs.Valid != rs.Packets {
+			t.Errorf("sent %d, valid %d of %d packets, gaps %d, late %d, flows %d", gs.Sent, rs.Valid, rs.Packets, rs.Gaps, rs.Late, rs.Flows)
 		}
 		if rs.BadUDPCsum+rs.BadPayload != 0 || rs.TTLMin != 63 || rs.TTLMax != 63 {
 			t.Errorf("bad udp %d payload %d, hop limit %d..%d", rs.BadUDPCsum, rs.BadPayload, rs.TTLMin, rs.TTLMax)
 		}
+		b.checkLoss(t, n, rs, b.stopFwd(t), lossBudget)
 	})
 
 	t.Run("tcp16MiB", func(t *testing.T) {
+		b := newBed(t)
+		tp := b.t
 		fwdBefore, err := tp.Fwd.Counters()
 		if err != nil {
 			t.Fatal(err)
@@ -441,61 +530,73 @@ func TestForward(t *testing.T) {
 	})
 
 	t.Run("ttl", func(t *testing.T) {
-		before, err := tp.Gen.Counters()
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, stderr, code := runIn(t, tp.Gen, 20*time.Second, "xdpgen", "-i", tp.In.A.Name, "-dst", tp.Out.B.IPv4.Addr().String(),
-			"-count", "20", "-rate", "1k", "-ttl", "1", "-quiet")
-		if code != 0 {
-			t.Fatalf("xdpgen: %s", stderr)
-		}
-		deadline := time.Now().Add(3 * time.Second)
-		for {
-			after, err := tp.Gen.Counters()
-			if err != nil {
-				t.Fatal(err)
-			}
-			d := after["Icmp:InTimeExcds"] - before["Icmp:InTimeExcds"]
-			if d == 20 && after["Icmp:InCsumErrors"] == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("gen-ns got %d ICMP time exceeded for 20 expiring packets (csum errors %d)", d, after["Icmp:InCsumErrors"])
-			}
-			time.Sleep(50 * time.Millisecond)
+		b := newBed(t)
+		ttlExpiry(t, b)
+		fs := b.stopFwd(t)
+		if fs.TTLExpired != 20 || fs.ICMPSent != 20 {
+			t.Errorf("xdpfwd: TTL expired %d, ICMP sent %d, want 20 each", fs.TTLExpired, fs.ICMPSent)
 		}
 	})
 
 	t.Run("sigterm", func(t *testing.T) {
+		b := newBed(t)
+		tp := b.t
+		const n = 2000
+		_, rs := b.udp(t, tp.Out.B.IPv4.Addr(), n, "10k", "64", 1)
+		ttlExpiry(t, b)
 		for _, l := range []*vethns.Link{tp.In.B, tp.Out.A} {
 			if on, err := topo.XDPAttached(l); err != nil || !on {
 				t.Fatalf("%s: XDP attached %v (%v) while xdpfwd runs", l.Name, on, err)
 			}
 		}
-		if err := b.fwd.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.fwd.Wait(5 * time.Second); err != nil {
-			t.Fatalf("xdpfwd: %v: %s", err, b.fwd.Stderr())
-		}
-		var fs fwdSummary
-		if err := cli.ParseSummary(b.fwd.Output(), &fs); err != nil {
-			t.Fatal(err)
-		}
+		fs := b.stopFwd(t)
 		t.Logf("xdpfwd: %+v", fs)
 		if !fs.AccountingOK {
 			t.Errorf("xdpfwd UMEM accounting: %s", fs.Accounting)
 		}
-		if fs.Forwarded < 120000+11000 || fs.TTLExpired != 20 || fs.ICMPSent != 20 {
-			t.Errorf("xdpfwd forwarded %d (want > 131000), TTL expired %d, ICMP sent %d (want 20)", fs.Forwarded, fs.TTLExpired, fs.ICMPSent)
+		// What the receiver got, the forwarder forwarded; the ICMP time
+		// exceeded messages it sent are forwarded packets too.
+		if fs.Forwarded < rs.Valid || fs.TTLExpired != 20 || fs.ICMPSent != 20 {
+			t.Errorf("xdpfwd forwarded %d (the receiver got %d), TTL expired %d, ICMP sent %d (want 20)", fs.Forwarded, rs.Valid, fs.TTLExpired, fs.ICMPSent)
 		}
+		b.checkLoss(t, n, rs, fs, lossBudget)
 		for _, l := range []*vethns.Link{tp.In.B, tp.Out.A} {
 			if on, err := topo.XDPAttached(l); err != nil || on {
 				t.Errorf("%s: XDP attached %v (%v) after SIGTERM", l.Name, on, err)
 			}
 		}
 	})
+}
+
+// ttlExpiry sends 20 datagrams with TTL 1 from gen-ns through the forwarder
+// and waits until gen-ns counted an ICMP time exceeded for each.
+func ttlExpiry(t *testing.T, b *bed) {
+	t.Helper()
+	tp := b.t
+	before, err := tp.Gen.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := runIn(t, tp.Gen, 20*time.Second, "xdpgen", "-i", tp.In.A.Name, "-dst", tp.Out.B.IPv4.Addr().String(),
+		"-count", "20", "-rate", "1k", "-ttl", "1", "-quiet")
+	if code != 0 {
+		t.Fatalf("xdpgen: %s", stderr)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		after, err := tp.Gen.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := after["Icmp:InTimeExcds"] - before["Icmp:InTimeExcds"]
+		if d == 20 && after["Icmp:InCsumErrors"] == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gen-ns got %d ICMP time exceeded for 20 expiring packets (csum errors %d)", d, after["Icmp:InCsumErrors"])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // TestDemoSIGTERM interrupts the demo while traffic flows: it must remove

@@ -70,18 +70,57 @@ func TestCalibrate(t *testing.T) {
 		if p.Size != defaultSizes[i] || p.Copy <= 0 || p.NT <= 0 || p.Speedup <= 0 {
 			t.Errorf("point %d: %+v", i, p)
 		}
-		// Neither copy can beat 1 TB/s nor take a millisecond per KiB.
-		for _, ns := range []float64{p.Copy, p.NT} {
-			if ns < float64(p.Size)/1000 || ns > float64(p.Size)*1000 {
-				t.Errorf("point %d: %v ns for %d bytes is not a plausible time", i, ns, p.Size)
+		// From 64 KiB the destination is cold (the ring is twice the
+		// L3): no core writes memory at 200 GB/s, so a faster time means
+		// the copy did not happen at that size.
+		if p.Size >= 64<<10 {
+			for _, ns := range []float64{p.Copy, p.NT} {
+				if ns < float64(p.Size)/200 {
+					t.Errorf("point %d: %.0f ns for %d bytes is over 200 GB/s into cold memory", i, ns, p.Size)
+				}
 			}
 		}
+		// Speedup (a median of ratios) and the best times must agree on
+		// who won when the times differ by 2x or more: catches swapped
+		// labels or an inverted ratio.
+		if r := p.Copy / p.NT; r >= 2 && p.Speedup <= 1 || r <= 0.5 && p.Speedup >= 1 {
+			t.Errorf("point %d: copy %.1f ns, NT %.1f ns, but speedup x%.2f", i, p.Copy, p.NT, p.Speedup)
+		}
 	}
-	if c.Threshold != Never && !slices.Contains(defaultSizes, c.Threshold) {
-		t.Errorf("threshold %d is not a measured size", c.Threshold)
+	// Times grow with the size: the largest size is 16384 times the
+	// smallest; allow per-byte costs to differ 64-fold (small copies are
+	// hot in the cache, large ones go to memory), no more. A meter that
+	// copied the wrong size, or timed its own overhead, fails here.
+	first, last := c.Points[0], c.Points[len(c.Points)-1]
+	ratio := float64(last.Size) / float64(first.Size)
+	if last.Copy/first.Copy < ratio/64 || last.NT/first.NT < ratio/64 {
+		t.Errorf("%d B vs %d B: copy %.1f vs %.1f ns, NT %.1f vs %.1f ns: time does not grow with size",
+			last.Size, first.Size, last.Copy, first.Copy, last.NT, first.NT)
 	}
-	if want := threshold(c.Points, c.MinGain); c.Threshold != want {
-		t.Errorf("threshold %d, points say %d", c.Threshold, want)
+	// The threshold, checked against its definition (not against the
+	// function that computed it): NT won at Threshold by MinGain, and lost
+	// by more than MinGain at no size from there up; with Never, no size
+	// qualifies.
+	qualifies := func(i int) bool {
+		if c.Points[i].Speedup*(1-c.MinGain) < 1 {
+			return false
+		}
+		for _, q := range c.Points[i:] {
+			if q.Speedup*(1+c.MinGain) < 1 {
+				return false
+			}
+		}
+		return true
+	}
+	want := Never
+	for i := range c.Points {
+		if qualifies(i) {
+			want = c.Points[i].Size
+			break
+		}
+	}
+	if c.Threshold != want {
+		t.Errorf("threshold %d; by its definition the points give %d", c.Threshold, want)
 	}
 	for _, n := range []int{0, 64, 1500, 1 << 20} {
 		if got, want := c.UseNT(n), c.Threshold > 0 && n >= c.Threshold; got != want {

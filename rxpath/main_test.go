@@ -8,6 +8,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	vethns.Exclusive()
 	vethns.Sweep()
 	os.Exit(vethns.LeakCheck(m))
 }

@@ -141,15 +141,19 @@ func TestTwoQueuesShare(t *testing.T) {
 	b := newBed(t, bedConfig{queues: 2, rx: rxpath.Config{Weight: weight, Budget: budget}})
 	snd := newSender(t, b.b, b.pair.A.AddrPort4(port), 16)
 	var perQueue [2]atomic.Int64
-	var none atomic.Int64
+	var got atomic.Int64
 	stop := b.run(rxpath.HandlerFunc(func(p *rxpath.Packet) {
 		perQueue[p.Index].Add(1)
+		got.Add(1)
 		// A slow handler, so that both RX rings back up.
 		for t0 := time.Now(); time.Since(t0) < 3*time.Microsecond; {
 		}
 	}))
-	err := snd.send(6000, 64, 0, &none, 20*time.Second)
-	time.Sleep(100 * time.Millisecond)
+	// 200 in flight: twice the budget, so rounds fill up, and below the
+	// 256 entries of veth's XDP ring, so that none is dropped even if
+	// most flows hash to one queue.
+	err := snd.send(6000, 64, 200, &got, 20*time.Second)
+	waitCount(&got, snd.sent.Load(), 5*time.Second)
 	if rerr := stop(); rerr != nil {
 		t.Fatal(rerr)
 	}
@@ -175,8 +179,18 @@ func TestTwoQueuesShare(t *testing.T) {
 		t.Errorf("no round used its budget: the load did not back up the rings")
 	}
 	total := q0 + q1
-	if total == 0 || q0*10 < total*3 || q1*10 < total*3 {
-		t.Errorf("unfair share: queue 0 got %d, queue 1 got %d", q0, q1)
+	if total != snd.sent.Load() {
+		t.Errorf("received %d of %d datagrams", total, snd.sent.Load())
+	}
+	// Fairness is the poller's: every round visits both sockets, so their
+	// visit counts are equal. The packet shares are not: they follow how
+	// the kernel hashed the 16 flows onto the two queues (4 and 12 flows
+	// happens in about 8% of runs), and each queue gets all of its own.
+	if q0 == 0 || q1 == 0 {
+		t.Errorf("queue 0 got %d, queue 1 got %d: all 16 flows on one queue", q0, q1)
+	}
+	if v0, v1 := st.Sockets[0].Visits, st.Sockets[1].Visits; v0 != v1 && v0 != v1+1 && v1 != v0+1 {
+		t.Errorf("unfair visits: socket 0 visited %d times, socket 1 %d times", v0, v1)
 	}
 }
 
@@ -190,8 +204,7 @@ func cpuTime() time.Duration {
 
 func TestIdle(t *testing.T) {
 	b := newBed(t, bedConfig{queues: 2})
-	stop := b.run(rxpath.HandlerFunc(func(p *rxpath.Packet) {}))
-	time.Sleep(50 * time.Millisecond) // let Run fill the rings and go to sleep
+	stop := b.run(rxpath.HandlerFunc(func(p *rxpath.Packet) {})) // returns once Run sleeps
 	st0, err := b.poller.Stats()
 	if err != nil {
 		t.Fatal(err)
@@ -210,8 +223,11 @@ func TestIdle(t *testing.T) {
 	share := float64(cpu) / float64(wall)
 	t.Logf("idle for %v: %v of CPU (%.3f%%); rounds %d, sleeps %d, syscalls %d", wall, cpu, 100*share,
 		st1.Rounds-st0.Rounds, st1.Sleeps-st0.Sleeps, st1.Syscalls-st0.Syscalls)
-	if share >= 0.02 {
-		t.Errorf("idle poller used %.2f%% of a CPU, want < 2%%", 100*share)
+	// README: 0.03-0.2% of a CPU. The whole test process is measured
+	// (the runtime's own timers, the test goroutine's sleep), so allow
+	// 2.5 times the top of that range, no more.
+	if share >= 0.005 {
+		t.Errorf("idle poller used %.3f%% of a CPU, want < 0.5%%", 100*share)
 	}
 	// One getsockopt(SO_ERROR) per 500 ms quiet interval (closedWait),
 	// to notice an interface that went away; nothing else.
@@ -240,18 +256,9 @@ func TestMultiBuffer9000(t *testing.T) {
 	}))
 	// payload sizes 18..8972: with 37*seq mod 8955, every size class
 	// appears; add the largest explicitly below.
-	err := snd.send(n, 9000-28, 256, &chk.got, 30*time.Second)
-	for chk.got.Load()+chk.bad.Load() < n && err == nil {
-		time.Sleep(time.Millisecond)
-		if snd.sent.Load() == n && chk.got.Load() < n {
-			// wait at most a second for the tail
-			deadline := time.Now().Add(time.Second)
-			for chk.got.Load()+chk.bad.Load() < n && time.Now().Before(deadline) {
-				time.Sleep(time.Millisecond)
-			}
-			break
-		}
-	}
+	// At most 200 in flight: below veth's 256-entry XDP ring.
+	err := snd.send(n, 9000-28, 200, &chk.got, 30*time.Second)
+	waitCount(&chk.got, n, 10*time.Second)
 	if rerr := stop(); rerr != nil {
 		t.Fatal(rerr)
 	}
@@ -299,17 +306,26 @@ func starvation(t *testing.T, spin bool) {
 		held.Add(1)
 	}))
 	var none atomic.Int64
-	// Three bursts: each meets a Fill ring of at most 128 frames, until the
-	// allocator has none left.
-	for range 3 {
-		if err := snd.send(300, 64, 0, &none, 10*time.Second); err != nil {
+	// Bursts of 64 (below veth's 256-entry XDP ring: what is lost is lost
+	// at the socket for want of Fill frames), each meeting a Fill ring of
+	// at most 128 frames, until the handler holds all 256 frames and the
+	// poller has counted a starved Fill ring.
+	var st rxpath.Stats
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		st, _ = b.poller.Stats()
+		if held.Load() == 256 && st.FillStarved > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("held %d frames, fill starved %d times: want all 256 held and starvation counted", held.Load(), st.FillStarved)
+		}
+		h := held.Load()
+		if err := snd.send(64, 64, 0, &none, 10*time.Second); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	st, _ := b.poller.Stats()
-	if st.FillStarved == 0 || held.Load() != 256 {
-		t.Errorf("held %d frames, fill starved %d times: want starvation counted", held.Load(), st.FillStarved)
+		// The burst is in the socket's queues once the handler has taken
+		// what it will take; wait for that (bounded) before the next.
+		waitStable(&held, h, 20*time.Millisecond, time.Second)
 	}
 	// Give the frames back; the poller must pick them up and receive again.
 	for len(keep) > 0 {
@@ -322,12 +338,11 @@ func starvation(t *testing.T, spin bool) {
 	for deadline := time.Now().Add(2 * time.Second); b.u.Accounting().Fill == 0 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
-	if err := snd.send(100, 64, 0, &none, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(2 * time.Second)
-	for held.Load() == before && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); held.Load() == before && time.Now().Before(deadline); {
+		if err := snd.send(10, 64, 0, &none, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		waitStable(&held, before, 20*time.Millisecond, time.Second)
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -346,13 +361,36 @@ func starvation(t *testing.T, spin bool) {
 
 var _ = umem.Free
 
+// waitCount waits until c reaches n, at most limit.
+func waitCount(c *atomic.Int64, n int64, limit time.Duration) {
+	for deadline := time.Now().Add(limit); c.Load() < n && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// waitStable waits, at most limit, until c has moved from 'from' and then
+// stayed put for quiet.
+func waitStable(c *atomic.Int64, from int64, quiet, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	last, since := c.Load(), time.Now()
+	for time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+		if v := c.Load(); v != last {
+			last, since = v, time.Now()
+		} else if v != from && time.Since(since) >= quiet {
+			return
+		}
+	}
+}
+
 // roundCounter counts packets and round ends, and the most packets seen
 // between two round ends.
 type roundCounter struct {
 	packets, rounds, inRound, maxInRound int
+	got                                  atomic.Int64
 }
 
-func (r *roundCounter) Receive(p *rxpath.Packet) { r.packets++; r.inRound++ }
+func (r *roundCounter) Receive(p *rxpath.Packet) { r.packets++; r.inRound++; r.got.Add(1) }
 
 func (r *roundCounter) EndRound() {
 	r.rounds++
@@ -366,11 +404,10 @@ func TestRoundEnder(t *testing.T) {
 	const budget = 100
 	b := newBed(t, bedConfig{rx: rxpath.Config{Weight: 32, Budget: budget}})
 	snd := newSender(t, b.b, b.pair.A.AddrPort4(port), 4)
-	var none atomic.Int64
 	h := &roundCounter{}
 	stop := b.run(h)
-	err := snd.send(3000, 64, 0, &none, 20*time.Second)
-	time.Sleep(100 * time.Millisecond)
+	err := snd.send(3000, 64, 200, &h.got, 20*time.Second)
+	waitCount(&h.got, snd.sent.Load(), 5*time.Second)
 	if rerr := stop(); rerr != nil {
 		t.Fatal(rerr)
 	}
@@ -382,6 +419,9 @@ func TestRoundEnder(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d packets, %d round ends (stats: %d rounds), at most %d in a round", h.packets, h.rounds, st.Rounds, h.maxInRound)
+	if int64(h.packets) != snd.sent.Load() {
+		t.Errorf("received %d of %d datagrams", h.packets, snd.sent.Load())
+	}
 	if h.packets == 0 || uint64(h.rounds) != st.Rounds {
 		t.Fatalf("%d round ends for %d rounds", h.rounds, st.Rounds)
 	}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpkit/xdpkit/csum"
+	"github.com/xdpkit/xdpkit/internal/netdev"
 	"github.com/xdpkit/xdpkit/test/vethns"
 	"github.com/xdpkit/xdpkit/txpath"
 	"github.com/xdpkit/xdpkit/umem"
@@ -23,6 +24,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	vethns.Exclusive()
 	vethns.Sweep()
 	os.Exit(vethns.LeakCheck(m))
 }
@@ -40,8 +42,8 @@ func newEnv(t testing.TB, mtu int) *env {
 	vethns.Require(t)
 	e := &env{a: vethns.NewNS(t), b: vethns.NewNS(t)}
 	e.p = vethns.NewPair(t, e.a, e.b, &vethns.PairConfig{MTU: mtu})
-	if out, err := e.b.Exec(t.Context(), "ethtool", "-K", e.p.B.Name, "rx", "off"); err != nil {
-		t.Fatalf("ethtool: %v: %s", err, out)
+	if err := e.b.Do(func() error { return netdev.SetRxCsumOffload(e.p.B.Name, false) }); err != nil {
+		t.Fatal(err)
 	}
 	return e
 }
@@ -125,6 +127,9 @@ type run struct {
 	meta    bool // UMEM with a TX metadata area
 	raw     bool // frames built in place by the test (Next/Commit), sent plain
 	corrupt bool // negative control: a wrong UDP checksum (raw frames)
+	// wire, if not nil, counts datagrams a capture has read; the window
+	// waits for it too, so that the capture socket never overflows.
+	wire *atomic.Int64
 }
 
 // send runs r over e: n datagrams through a txpath.Sender in A to a
@@ -137,7 +142,11 @@ func (e *env) send(t *testing.T, r run) (txpath.Stats, txpath.Decision) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	_ = conn.SetReadBuffer(8 << 20)
+	// Room for the whole window of the largest frames: SetReadBuffer would
+	// be capped at net.core.rmem_max.
+	if err := vethns.ForceReadBuffer(conn, 16<<20); err != nil {
+		t.Fatal(err)
+	}
 	hdr := 42
 	if r.v6 {
 		hdr = 62
@@ -148,10 +157,15 @@ func (e *env) send(t *testing.T, r run) (txpath.Stats, txpath.Decision) {
 	}
 	size := func(seq int) int { return payloadLen(seq, hdr, minF, maxF) }
 	var acked atomic.Int64
-	recvd := receiver(conn, r.n, size, &acked)
+	var recvd <-chan error
 	if r.corrupt {
-		// The receiver drops every datagram: expect none.
-		recvd = nil
+		// The receiver's recvmsg drops and counts every bad datagram on
+		// its way to the good marker datagram sent after them (seq r.n):
+		// Udp:InCsumErrors moves at recvmsg, and closing a socket with
+		// datagrams still queued would purge them uncounted.
+		recvd = marker(conn, r.n, size)
+	} else {
+		recvd = receiver(conn, r.n, size, &acked)
 	}
 
 	var (
@@ -185,15 +199,21 @@ func (e *env) send(t *testing.T, r run) (txpath.Stats, txpath.Decision) {
 		buf := make([]byte, 65536)
 		ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
 		defer cancel()
-		const window = 400
+		// At most 200 in flight: below the receiving veth's backlog and
+		// (for the other tests of this file) its 256-entry XDP ring.
+		const window = 200
 		for seq := 0; seq < r.n; seq++ {
-			for !r.corrupt && int64(seq)-acked.Load() >= window {
+			for !r.corrupt && (int64(seq)-acked.Load() >= window || r.wire != nil && int64(seq)-r.wire.Load() >= window) {
 				if err := s.Flush(); err != nil {
 					return err
 				}
 				if ctx.Err() != nil {
 					xs, _ := sock.Stats()
-					return fmt.Errorf("receiver stuck at %d of %d (%+v, %+v, %s)", acked.Load(), seq, xs, s.Stats(), u.Accounting())
+					var wire int64 = -1
+					if r.wire != nil {
+						wire = r.wire.Load()
+					}
+					return fmt.Errorf("receiver stuck at %d (capture at %d) of %d (%+v, %+v, %s)", acked.Load(), wire, seq, xs, s.Stats(), u.Accounting())
 				}
 				time.Sleep(20 * time.Microsecond)
 			}
@@ -214,6 +234,21 @@ func (e *env) send(t *testing.T, r run) (txpath.Stats, txpath.Decision) {
 			}
 			if err != nil {
 				return fmt.Errorf("datagram %d: %w", seq, err)
+			}
+		}
+		if r.corrupt {
+			pl := fillPayload(buf[hdr:], r.n, size(r.n))
+			for {
+				err = sendRaw(s, e, src, dst, pl, false)
+				if !errors.Is(err, txpath.ErrNoFrames) && !errors.Is(err, txpath.ErrRingFull) {
+					break
+				}
+				if err := s.Wait(ctx); err != nil {
+					return fmt.Errorf("marker: %w", err)
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("marker: %w", err)
 			}
 		}
 		if err := s.Drain(ctx); err != nil {
@@ -244,6 +279,28 @@ func (e *env) send(t *testing.T, r run) (txpath.Stats, txpath.Decision) {
 		}
 	}
 	return st, dec
+}
+
+// marker reads conn until it receives the datagram with sequence seq;
+// any other datagram that arrives first is an error.
+func marker(conn *net.UDPConn, seq int, size func(seq int) int) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 65536)
+		want := make([]byte, 65536)
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		m, err := conn.Read(buf)
+		if err != nil {
+			done <- fmt.Errorf("no marker datagram: %w", err)
+			return
+		}
+		if w := fillPayload(want, seq, size(seq)); !bytes.Equal(buf[:m], w) {
+			done <- fmt.Errorf("the first datagram received is not the marker (%d bytes)", m)
+			return
+		}
+		done <- nil
+	}()
+	return done
 }
 
 // sendRaw builds the frame in place (Next/Commit) with the test's own

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -24,7 +25,9 @@ func (e *env) capture(t *testing.T) int {
 		if err != nil {
 			return os.NewSyscallError("socket(AF_PACKET)", err)
 		}
-		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 16<<20)
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 16<<20); err != nil {
+			return os.NewSyscallError("setsockopt(SO_RCVBUFFORCE)", err)
+		}
 		tv := unix.Timeval{Sec: 2}
 		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 			return err
@@ -41,11 +44,17 @@ func (e *env) capture(t *testing.T) int {
 // wireUDP reads captured frames until it has n UDP datagrams to port 9000
 // and returns, for each, the checksum field and whether the checksum
 // verifies; partial reports whether the field holds the pseudo-header sum
-// (an unfinished offload).
-func wireUDP(fd, n int) (ok, partial int, err error) {
+// (an unfinished offload). Each datagram read is counted in seen (if not
+// nil), which the sender's window can wait for.
+func wireUDP(fd, n int, seen *atomic.Int64) (ok, partial int, err error) {
 	buf := make([]byte, 65536)
 	for got := 0; got < n; {
 		m, _, err := unix.Recvfrom(fd, buf, 0)
+		if err == unix.EINTR {
+			// A socket with SO_RCVTIMEO is not restarted after a signal
+			// handler, and the Go runtime preempts with signals.
+			continue
+		}
 		if err != nil {
 			return ok, partial, fmt.Errorf("after %d datagrams: %w", got, err)
 		}
@@ -73,6 +82,9 @@ func wireUDP(fd, n int) (ok, partial int, err error) {
 			continue
 		}
 		got++
+		if seen != nil {
+			seen.Add(1)
+		}
 		seg := f[l4 : l4+int(binary.BigEndian.Uint16(f[l4+4:]))]
 		if csum.Finish(csum.Sum(seg, pseudo)) == 0 {
 			ok++
@@ -102,7 +114,7 @@ func TestOffloadWire(t *testing.T) {
 				fd := e.capture(t)
 				before := e.csumErrors(t)
 				e.send(t, run{policy: txpath.Offload, meta: true, swCsum: sw, n: n, v6: fam == "ipv6"})
-				ok, partial, err := wireUDP(fd, n)
+				ok, partial, err := wireUDP(fd, n, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -12,6 +12,8 @@ import (
 
 // ethtool commands (include/uapi/linux/ethtool.h).
 const (
+	ethtoolGRXCSUM = 0x14 // get RX checksum offload
+	ethtoolSRXCSUM = 0x15 // set RX checksum offload
 	ethtoolGTXCSUM = 0x16 // get TX checksum offload (legacy, all NETIF_F_CSUM_MASK bits)
 	ethtoolSTXCSUM = 0x17 // set TX checksum offload
 )

@@ -183,6 +183,19 @@ func ethtoolError(op, name string, err error) error {
 // the interface called name in the calling thread's namespace, and checks
 // that the device took it. It needs CAP_NET_ADMIN.
 func SetTxCsumOffload(name string, on bool) error {
+	return setCsumOffload(name, "TX", ethtoolSTXCSUM, ethtoolGTXCSUM, on)
+}
+
+// SetRxCsumOffload turns RX checksum offload (rx-checksumming, like
+// `ethtool -K name rx on|off`) on or off for the interface called name in
+// the calling thread's namespace, and checks that the device took it. With
+// it off, veth no longer marks received packets CHECKSUM_UNNECESSARY, so
+// the kernel verifies their checksums. It needs CAP_NET_ADMIN.
+func SetRxCsumOffload(name string, on bool) error {
+	return setCsumOffload(name, "RX", ethtoolSRXCSUM, ethtoolGRXCSUM, on)
+}
+
+func setCsumOffload(name, dir string, set, get uint32, on bool) error {
 	fd, err := ioctlSocket()
 	if err != nil {
 		return err
@@ -192,18 +205,18 @@ func SetTxCsumOffload(name string, on bool) error {
 	if on {
 		v = 1
 	}
-	if err := ethtoolSetValue(fd, name, ethtoolSTXCSUM, v); err != nil {
+	if err := ethtoolSetValue(fd, name, set, v); err != nil {
 		if errors.Is(err, unix.EOPNOTSUPP) {
-			return fmt.Errorf("%w: set TX checksum offload on %s: %w", ErrNotSupported, name, err)
+			return fmt.Errorf("%w: set %s checksum offload on %s: %w", ErrNotSupported, dir, name, err)
 		}
-		return ethtoolError("ETHTOOL_STXCSUM", name, err)
+		return ethtoolError("ETHTOOL_S"+dir+"CSUM", name, err)
 	}
-	got, err := ethtoolGetValue(fd, name, ethtoolGTXCSUM)
+	got, err := ethtoolGetValue(fd, name, get)
 	if err != nil {
-		return ethtoolError("ETHTOOL_GTXCSUM", name, err)
+		return ethtoolError("ETHTOOL_G"+dir+"CSUM", name, err)
 	}
 	if (got != 0) != on {
-		return fmt.Errorf("%w: TX checksum offload on %s stays %v (fixed feature)", ErrNotSupported, name, got != 0)
+		return fmt.Errorf("%w: %s checksum offload on %s stays %v (fixed feature)", ErrNotSupported, dir, name, got != 0)
 	}
 	return nil
 }

@@ -1,23 +1,22 @@
 package netdev
 
 import (
-	"context"
 	"errors"
+	"fmt"
 	"os"
-	"os/exec"
-	"regexp"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
 	"github.com/xdpkit/xdpkit/test/vethns"
 )
 
 func TestMain(m *testing.M) {
+	vethns.Exclusive()
 	vethns.Sweep()
 	os.Exit(vethns.LeakCheck(m))
 }
@@ -169,63 +168,70 @@ func TestGetVeth(t *testing.T) {
 	}
 }
 
-// compareEthtool checks Info against ethtool(8), when it is installed.
+// compareEthtool checks Info against what ethtool(8) would print, read the
+// way ethtool reads it: tx-checksumming (-k) is on when any of the
+// tx-checksum-* features is active (ETHTOOL_GFEATURES by name, where Info
+// uses the legacy ETHTOOL_GTXCSUM); the driver (-i) from ETHTOOL_GDRVINFO;
+// the channel counts (-l) from ETHTOOL_GCHANNELS.
 func compareEthtool(t *testing.T, l *vethns.Link, info Info) {
 	t.Helper()
-	if _, err := exec.LookPath("ethtool"); err != nil {
-		t.Log("ethtool not installed: no cross-check")
-		return
-	}
-	ctx := context.Background()
-	out, err := l.NS.Exec(ctx, "ethtool", "-k", l.Name)
+	err := l.NS.Do(func() error {
+		fd, err := ioctlSocket()
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		feats, err := featuresActive(fd, l.Name)
+		if err != nil {
+			return err
+		}
+		csum := false
+		for _, f := range []string{"tx-checksum-ipv4", "tx-checksum-ip-generic", "tx-checksum-ipv6"} {
+			on, ok := feats[f]
+			if !ok {
+				return fmt.Errorf("no feature %q among %d", f, len(feats))
+			}
+			csum = csum || on
+		}
+		if csum != info.TxCsumOffload {
+			t.Errorf("tx-checksum-* features say tx-checksumming %v, Info says %v", csum, info.TxCsumOffload)
+		}
+		drv, err := unix.IoctlGetEthtoolDrvinfo(fd, l.Name)
+		if err != nil {
+			return err
+		}
+		if d := unix.ByteSliceToString(drv.Driver[:]); d != info.Driver {
+			t.Errorf("ETHTOOL_GDRVINFO driver %q, Info.Driver %q", d, info.Driver)
+		}
+		ch, err := ethtoolGetChannels(fd, l.Name)
+		if err != nil {
+			return err
+		}
+		if r, x := int(ch.rxCount+ch.combinedCount), int(ch.txCount+ch.combinedCount); r != info.RxQueues || x != info.TxQueues {
+			t.Errorf("ETHTOOL_GCHANNELS says %d rx %d tx, Info %d %d", r, x, info.RxQueues, info.TxQueues)
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^tx-checksumming: (on|off)`).FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("no tx-checksumming in ethtool -k:\n%s", out)
-	}
-	if (string(m[1]) == "on") != info.TxCsumOffload {
-		t.Errorf("ethtool -k says tx-checksumming %s, Info says %v", m[1], info.TxCsumOffload)
-	}
-	out, err = l.NS.Exec(ctx, "ethtool", "-i", l.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(out), "driver: "+info.Driver+"\n") {
-		t.Errorf("ethtool -i:\n%s\nInfo.Driver %q", out, info.Driver)
-	}
-	out, err = l.NS.Exec(ctx, "ethtool", "-l", l.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The second RX:/TX: lines are the current settings.
-	rx := regexp.MustCompile(`(?m)^RX:\s+(\d+)`).FindAllSubmatch(out, -1)
-	tx := regexp.MustCompile(`(?m)^TX:\s+(\d+)`).FindAllSubmatch(out, -1)
-	if len(rx) != 2 || len(tx) != 2 {
-		t.Fatalf("ethtool -l:\n%s", out)
-	}
-	r, _ := strconv.Atoi(string(rx[1][1]))
-	x, _ := strconv.Atoi(string(tx[1][1]))
-	if r != info.RxQueues || x != info.TxQueues {
-		t.Errorf("ethtool -l says %d rx %d tx, Info %d %d", r, x, info.RxQueues, info.TxQueues)
 	}
 }
 
 func TestRealQueues(t *testing.T) {
 	vethns.Require(t)
-	if _, err := exec.LookPath("ethtool"); err != nil {
-		t.Skip("needs ethtool(8) to change the channel count")
-	}
 	a, b := vethns.NewNS(t), vethns.NewNS(t)
 	p := vethns.NewPair(t, a, b, &vethns.PairConfig{Queues: 4})
 	// Fewer queues in use than allocated: Info follows real_num_*.
-	if out, err := a.Exec(context.Background(), "ethtool", "-L", p.A.Name, "rx", "2", "tx", "2"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
+	err := a.Do(func() error {
+		_, err := SetQueues(p.A.Name, 2)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	info := getIn(t, p.A)
 	if info.RxQueues != 2 || info.TxQueues != 2 {
-		t.Errorf("after ethtool -L rx 2 tx 2: %d rx %d tx queues", info.RxQueues, info.TxQueues)
+		t.Errorf("after setting 2 rx 2 tx channels: %d rx %d tx queues", info.RxQueues, info.TxQueues)
 	}
 }
 
@@ -283,5 +289,37 @@ func TestNoDevice(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestSetRxCsumOffload(t *testing.T) {
+	vethns.Require(t)
+	a, b := vethns.NewNS(t), vethns.NewNS(t)
+	p := vethns.NewPair(t, a, b, nil)
+	for _, on := range []bool{false, true, false} {
+		err := a.Do(func() error {
+			if err := SetRxCsumOffload(p.A.Name, on); err != nil {
+				return err
+			}
+			fd, err := ioctlSocket()
+			if err != nil {
+				return err
+			}
+			defer unix.Close(fd)
+			feats, err := featuresActive(fd, p.A.Name)
+			if err != nil {
+				return err
+			}
+			if feats["rx-checksum"] != on {
+				t.Errorf("after SetRxCsumOffload(%v): rx-checksum feature %v", on, feats["rx-checksum"])
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Do(func() error { return SetRxCsumOffload("xk-none", true) }); !errors.Is(err, ErrNoDevice) {
+		t.Errorf("SetRxCsumOffload on a missing device: %v, want ErrNoDevice", err)
 	}
 }

@@ -4,7 +4,11 @@ go 1.26.0
 
 require github.com/xdpkit/xdpkit v0.0.0
 
-require github.com/kylelemons/godebug v1.1.0 // indirect
+require (
+	github.com/kylelemons/godebug v1.1.0 // indirect
+	github.com/safchain/ethtool v0.7.0 // indirect
+	golang.org/x/net v0.59.0 // indirect
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

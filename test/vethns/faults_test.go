@@ -174,15 +174,31 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	buf := make([]byte, 2048)
-	for i := 0; i < 1000; i++ {
-		if _, err := conn.Write(payload(buf, i)); err != nil {
-			t.Fatal(err)
+	// At most 200 in flight: below veth's 256-entry XDP ring. The Fill
+	// ring holds all 1000 frames, so no refill is needed.
+	var received atomic.Int64
+	sendErr := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 2048)
+		deadline := time.Now().Add(10 * time.Second)
+		for i := 0; i < 1000; i++ {
+			for int64(i)-received.Load() >= 200 {
+				if time.Now().After(deadline) {
+					sendErr <- fmt.Errorf("receiver stalled at %d of 1000", received.Load())
+					return
+				}
+				time.Sleep(20 * time.Microsecond)
+			}
+			if _, err := conn.Write(payload(buf, i)); err != nil {
+				sendErr <- err
+				return
+			}
 		}
-	}
+		sendErr <- nil
+	}()
 	descs := make([]xsk.Desc, 64)
 	got := 0
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for got < 1000 && time.Now().Before(deadline) {
 		k := st.s.RX().Consume(descs)
 		for _, d := range descs[:k] {
@@ -191,9 +207,13 @@ func TestLeastPrivilege(t *testing.T) {
 			}
 		}
 		got += k
+		received.Store(int64(got))
 		if k == 0 {
-			time.Sleep(time.Millisecond)
+			time.Sleep(100 * time.Microsecond)
 		}
+	}
+	if err := <-sendErr; err != nil {
+		t.Fatal(err)
 	}
 	if got != 1000 {
 		t.Fatalf("received %d of 1000 datagrams", got)
@@ -205,7 +225,9 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lc.Close()
-	_ = lc.SetReadBuffer(4 << 20)
+	if err := vethns.ForceReadBuffer(lc, 8<<20); err != nil {
+		t.Fatal(err)
+	}
 	var acked atomic.Int64
 	done := make(chan error, 1)
 	go func() {
@@ -220,8 +242,9 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 		done <- nil
 	}()
-	err = txFrames(st.s, 1000, 256, &acked, func(f []byte, seq int) int {
-		return udpFrame(f, p.A.MAC, p.B.MAC, p.A.AddrPort4(40000), p.B.AddrPort4(9001), payload(buf, seq))
+	txBuf := make([]byte, 2048)
+	err = txFrames(st.s, 1000, 200, &acked, func(f []byte, seq int) int {
+		return udpFrame(f, p.A.MAC, p.B.MAC, p.A.AddrPort4(40000), p.B.AddrPort4(9001), payload(txBuf, seq))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -284,15 +307,19 @@ func TestXSKCloseWhileBusy(t *testing.T) {
 	defer close(stop)
 
 	errs := make(chan error, 2)
+	// Loop iterations of each goroutine, to close mid-work.
+	var rxBusy, txBusy atomic.Int64
 	go func() { // receiver
 		descs := make([]xsk.Desc, 64)
 		addrs := make([]uint64, 64)
+		fill := &filler{ring: s.Fill()}
 		for i := 0; ; i++ {
+			rxBusy.Store(int64(i))
 			k := s.RX().Consume(descs)
 			for j := range descs[:k] {
 				addrs[j] = descs[j].Addr
 			}
-			s.Fill().Produce(addrs[:k])
+			fill.give(addrs[:k]...)
 			if err := s.KickRX(); err != nil {
 				errs <- err
 				return
@@ -307,6 +334,7 @@ func TestXSKCloseWhileBusy(t *testing.T) {
 		descs := make([]xsk.Desc, 64)
 		addrs := make([]uint64, 64)
 		for i := 0; ; i++ {
+			txBusy.Store(int64(i))
 			c := s.Completion().Consume(addrs)
 			_ = u.PutBatch(addrs[:c])
 			n := u.GetBatch(addrs[:16])
@@ -325,7 +353,13 @@ func TestXSKCloseWhileBusy(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// Close once both loops are well under way.
+	for deadline := time.Now().Add(10 * time.Second); rxBusy.Load() < 1000 || txBusy.Load() < 1000; {
+		if time.Now().After(deadline) {
+			t.Fatalf("receiver at %d, sender at %d iterations after 10 s", rxBusy.Load(), txBusy.Load())
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

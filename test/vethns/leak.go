@@ -20,7 +20,7 @@ import (
 // is one fd and three or four ring mappings. Tests may change both before
 // calling LeakCheck.
 var (
-	FDSlack   = 1 // file descriptors
+	FDSlack   = 0 // file descriptors: none may remain
 	MMapSlack = 0 // AF_XDP ring mappings plus live UMEMs: none may remain
 )
 

@@ -35,13 +35,21 @@ func leftover(t *testing.T, pid int) string {
 
 func TestSweep(t *testing.T) {
 	Require(t)
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Skipf("cannot start a process to get a dead pid: %v", err)
+	// A dead pid: a child's, once reaped (tried again if the pid was
+	// reused at once).
+	dead := -1
+	for range 10 {
+		cmd := exec.Command("true")
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("cannot start a process to get a dead pid: %v", err)
+		}
+		if pid := cmd.ProcessState.Pid(); !processAlive(pid) {
+			dead = pid
+			break
+		}
 	}
-	dead := cmd.ProcessState.Pid()
-	if processAlive(dead) {
-		t.Skipf("pid %d was reused already", dead)
+	if dead < 0 {
+		t.Fatal("10 dead pids in a row were reused at once")
 	}
 	gone := leftover(t, dead)
 	alive := leftover(t, 1) // pid 1 always exists

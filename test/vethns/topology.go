@@ -186,10 +186,10 @@ func CreatePair(a, b *NS, cfg *PairConfig) (_ *Pair, err error) {
 	// IPv6 installs an address's local route from a work queue after the
 	// link comes up; until then the end drops packets to it
 	// (Ip6:InAddrErrors). Wait for both.
-	if err := waitLocalRoute(ha, p.A.IPv6.Addr(), time.Second); err != nil {
+	if err := waitLocalRoute(ha, p.A.IPv6.Addr(), 10*time.Second); err != nil {
 		return nil, err
 	}
-	if err := waitLocalRoute(hb, p.B.IPv6.Addr(), time.Second); err != nil {
+	if err := waitLocalRoute(hb, p.B.IPv6.Addr(), 10*time.Second); err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -183,6 +183,22 @@ func TestXSKCapabilities(t *testing.T) {
 			return err
 		}},
 	}
+	// Without CAP_IPC_LOCK a UMEM is charged against RLIMIT_MEMLOCK, which
+	// is often unlimited in containers: set the soft limit (for the whole
+	// process; rlimits are not per thread) to 8 MiB, below the 64 MiB
+	// UMEM, and restore it afterwards.
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: min(8<<20, old.Max), Max: old.Max}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &old); err != nil {
+			t.Errorf("restoring RLIMIT_MEMLOCK: %v", err)
+		}
+	})
 	four := []uint{unix.CAP_NET_ADMIN, unix.CAP_NET_RAW, unix.CAP_BPF, unix.CAP_IPC_LOCK}
 	// run runs op on a fresh locked thread in namespace a whose effective
 	// capabilities are exactly keep. The thread is never unlocked, so

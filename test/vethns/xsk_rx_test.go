@@ -84,6 +84,59 @@ func (r *rxSetup) close(t testing.TB) {
 	}
 }
 
+// filler gives frames back to a Fill ring as rxpath does: what the ring
+// does not take now waits and goes first next time. The kernel publishes
+// the RX producer index in xsk_flush before it releases the Fill consumer
+// index (and otherwise only when it refreshes its cached batch), so user
+// space can hold k new RX descriptors while a Fill ring it filled to
+// capacity still looks full. A short Produce is normal, not an error.
+type filler struct {
+	ring    *xsk.FillRing
+	pending []uint64
+}
+
+// give queues addrs for the ring and puts on it as many queued frames as
+// it takes.
+func (f *filler) give(addrs ...uint64) {
+	f.pending = append(f.pending, addrs...)
+	f.flush()
+}
+
+func (f *filler) flush() {
+	n := f.ring.Produce(f.pending)
+	f.pending = f.pending[:copy(f.pending, f.pending[n:])]
+}
+
+// drain waits (bounded) until the ring took every queued frame: once
+// traffic stops, the kernel's last xsk_flush has published its consumer
+// index.
+func (f *filler) drain(t testing.TB) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); len(f.pending) > 0; {
+		f.flush()
+		if time.Now().After(deadline) {
+			t.Fatalf("the Fill ring took no more frames for 5 s: %d waiting, %d on the ring", len(f.pending), f.ring.Len())
+		}
+		runtime.Gosched()
+	}
+}
+
+// waitParked returns once a goroutine is parked on the runtime poller
+// ("IO wait") inside fn, so that what the test does next has to wake it.
+func waitParked(t testing.TB, fn string) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Microsecond) {
+		all := buf[:runtime.Stack(buf, true)]
+		for _, g := range bytes.Split(all, []byte("\n\n")) {
+			if bytes.Contains(g, []byte("[IO wait")) && bytes.Contains(g, []byte(fn)) {
+				return
+			}
+		}
+	}
+	t.Fatalf("no goroutine parked in %s within 5 s", fn)
+}
+
 // udpPayload returns the UDP payload of an Ethernet frame, with the
 // source port, or false.
 func udpPayload(f []byte) (sport uint16, p []byte, ok bool) {
@@ -151,6 +204,7 @@ func TestXSKRX(t *testing.T) {
 
 	descs := make([]xsk.Desc, 64)
 	addrs := make([]uint64, 64)
+	fill := &filler{ring: sock.Fill()}
 	want := make([]byte, 2048)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -181,14 +235,13 @@ func TestXSKRX(t *testing.T) {
 			addrs[i] = d.Addr
 			next++
 		}
-		if got := sock.Fill().Produce(addrs[:k]); got != k {
-			t.Fatalf("fill ring took %d of %d", got, k)
-		}
+		fill.give(addrs[:k]...)
 		received.Store(int64(next))
 	}
 	if err := <-sendErr; err != nil {
 		t.Fatal(err)
 	}
+	fill.drain(t)
 	st, err := sock.Stats()
 	if err != nil {
 		t.Fatal(err)
@@ -213,24 +266,51 @@ func TestXSKSharedUMEMQueues(t *testing.T) {
 	p := vethns.NewPair(t, a, b, &vethns.PairConfig{Queues: queues})
 	rx := newRX(t, a, p.A.Name, queues, &xsk.Filter{IPv4UDP: true, DstPorts: []uint16{9000}})
 
-	for f := 0; f < flows; f++ {
+	// The flows one after the other, at most 128 datagrams in flight in
+	// all: below the 256-entry ring in which veth queues packets for XDP
+	// even if every flow hashes to the same queue.
+	var received atomic.Int64
+	sendErr := make(chan error, 1)
+	conns := make([]*net.UDPConn, flows)
+	for f := range conns {
 		conn, err := b.DialUDP(p.B.AddrPort4(uint16(6000+f)), p.A.AddrPort4(9000))
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer conn.Close()
+		conns[f] = conn
+	}
+	go func() {
 		buf := make([]byte, 2048)
-		for i := 0; i < perFlow; i++ {
-			if _, err := conn.Write(payload(buf, i)); err != nil {
-				t.Fatal(err)
+		deadline := time.Now().Add(20 * time.Second)
+		sent := int64(0)
+		for _, conn := range conns {
+			for i := 0; i < perFlow; i++ {
+				for sent-received.Load() >= 128 {
+					if time.Now().After(deadline) {
+						sendErr <- fmt.Errorf("receiver stalled at %d of %d", received.Load(), flows*perFlow)
+						return
+					}
+					time.Sleep(20 * time.Microsecond)
+				}
+				if _, err := conn.Write(payload(buf, i)); err != nil {
+					sendErr <- err
+					return
+				}
+				sent++
 			}
 		}
-		conn.Close()
-	}
+		sendErr <- nil
+	}()
 	flowQueue := map[uint16]int{}
 	count := map[uint16]int{}
 	perQueue := make([]int, queues)
 	descs := make([]xsk.Desc, 64)
-	deadline := time.Now().Add(10 * time.Second)
+	fills := make([]*filler, queues)
+	for q, s := range rx.socks {
+		fills[q] = &filler{ring: s.Fill()}
+	}
+	deadline := time.Now().Add(30 * time.Second)
 	total := 0
 	for total < flows*perFlow && time.Now().Before(deadline) {
 		idle := true
@@ -251,21 +331,23 @@ func TestXSKSharedUMEMQueues(t *testing.T) {
 				}
 				count[sport]++
 				perQueue[q]++
-				if s.Fill().Produce([]uint64{d.Addr}) != 1 {
-					t.Fatal("fill ring full")
-				}
+				fills[q].give(d.Addr)
 			}
 			total += k
+			received.Add(int64(k))
 			if k > 0 {
 				idle = false
 			}
 		}
 		if idle {
-			time.Sleep(time.Millisecond)
+			time.Sleep(100 * time.Microsecond)
 		}
 	}
 	if total != flows*perFlow {
 		t.Fatalf("received %d of %d datagrams; per queue %v", total, flows*perFlow, perQueue)
+	}
+	if err := <-sendErr; err != nil {
+		t.Fatal(err)
 	}
 	for q, n := range perQueue {
 		if n == 0 {
@@ -275,7 +357,6 @@ func TestXSKSharedUMEMQueues(t *testing.T) {
 	t.Logf("per queue: %v", perQueue)
 }
 
-var _ = net.IPv4len
 var _ = netip.Addr{}
 
 // TestXSKWait: WaitRX parks on the runtime poller, returns when a packet
@@ -302,7 +383,7 @@ func TestXSKWait(t *testing.T) {
 	defer conn.Close()
 	woke := make(chan error, 1)
 	go func() { woke <- sock.WaitRX(context.Background()) }()
-	time.Sleep(20 * time.Millisecond)
+	waitParked(t, "xsk.(*Socket).WaitRX")
 	if _, err := conn.Write([]byte("wake up")); err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +404,7 @@ func TestXSKWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { woke <- sock.WaitRX(context.Background()) }()
-	time.Sleep(20 * time.Millisecond)
+	waitParked(t, "xsk.(*Socket).WaitRX")
 	if err := rx.prog.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -359,6 +440,7 @@ func TestXSKWaitDeadlineRace(t *testing.T) {
 	defer conn.Close()
 	descs := make([]xsk.Desc, 64)
 	addrs := make([]uint64, 64)
+	fill := &filler{ring: sock.Fill()}
 	drain := func() {
 		for {
 			k := sock.RX().Consume(descs)
@@ -368,7 +450,7 @@ func TestXSKWaitDeadlineRace(t *testing.T) {
 			for i, d := range descs[:k] {
 				addrs[i] = rx.u.Base(d.Addr)
 			}
-			sock.Fill().Produce(addrs[:k])
+			fill.give(addrs[:k]...)
 		}
 	}
 	for i := 0; i < 300; i++ {
