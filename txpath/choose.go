@@ -403,14 +403,17 @@ func mapRing(n int) ([]byte, func()) {
 // back at once; the destination counts as hot there, and a hot NT win in
 // the table would be noise.
 func (s *Sender) autoCopy(n int, offload bool) Method {
-	m := ChooseCopy(n, s.dec.ZeroCopy, offload)
 	if !s.dec.ZeroCopy {
-		switch m {
-		case MethodNT:
-			m = MethodCopy
-		case MethodNTSum:
-			m = MethodFused
+		// Copy mode: the kernel copies the frame out at once on this
+		// CPU, so the destination is hot and NT stores never pay
+		// (enforced). What is left of ChooseCopy's hot answers is fixed:
+		// an ordinary copy under offload, the fused copy-and-sum
+		// otherwise (it beats or equals copy + sum, and replaces NT +
+		// sum). So copy mode needs no measurement at all.
+		if offload {
+			return MethodCopy
 		}
+		return MethodFused
 	}
-	return m
+	return ChooseCopy(n, true, offload)
 }

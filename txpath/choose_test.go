@@ -403,3 +403,45 @@ func TestSenderAuto(t *testing.T) {
 		})
 	}
 }
+
+// TestCopyModeMeasuresNothing: a copy-mode Sender with the Auto policy
+// neither measures at New nor on its sends (ChooseCopy's table stays
+// unbuilt), and still gets the fused copy-and-sum without offload and a
+// plain copy with it; a zero-copy one builds the table at New.
+func TestCopyModeMeasuresNothing(t *testing.T) {
+	useTable(t, nil)
+	flow4, err := NewUDPFlow(macA, macB, src4, dst4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dev := range []Device{{}, {TxCsumOffload: true}} {
+		s, _ := newFake(t, fakeCfg{meta: true, frames: 512, cfg: Config{Device: &dev, BatchSize: 8}})
+		for _, n := range []int{64, 1500} {
+			if err := s.SendUDP(flow4, Options{}, make([]byte, n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if chosen.Load() != nil {
+			t.Fatalf("copy mode (%s) built ChooseCopy's table", s.Decision())
+		}
+		want := MethodFused
+		if dev.TxCsumOffload {
+			want = MethodCopy
+		}
+		if m := s.autoCopy(1500, dev.TxCsumOffload); m != want {
+			t.Errorf("copy mode, offload %v: %v, want %v", dev.TxCsumOffload, m, want)
+		}
+	}
+	// XDP_UMEM_TX_SW_CSUM against the fused sum on a software device: one
+	// measured point, not the table.
+	if f, c := swCosts(); !(f > 0 && c > 0) || chosen.Load() != nil {
+		t.Errorf("swCosts: fused %.1f ns, copy+sum %.1f ns, table built %v", f, c, chosen.Load() != nil)
+	}
+	if testing.Short() {
+		return // the zero-copy half measures for a while
+	}
+	newFake(t, fakeCfg{meta: true, zc: true, frames: 512, cfg: Config{Device: &Device{}, BatchSize: 8}})
+	if chosen.Load() == nil {
+		t.Error("a zero-copy Auto Sender did not build ChooseCopy's table at New")
+	}
+}

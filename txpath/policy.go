@@ -3,6 +3,8 @@ package txpath
 import (
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 )
 
 // Policy says how a Sender copies payloads into the UMEM and who computes
@@ -130,18 +132,30 @@ func decide(want Policy, zc, metadata bool, dev Device, ntThreshold func() int) 
 	return decideUMEM(want, zc, metadata, false, dev, ntThreshold, nil)
 }
 
-// swCosts returns what ChooseTable measured for a 1500-byte payload into
-// a hot frame: the fused copy-and-sum, and a copy followed by a second
-// pass that sums (what XDP_UMEM_TX_SW_CSUM makes the kernel do after its
-// copy into the skb, with its own, generic, checksum code).
+// swCosts returns the cost of a 1500-byte payload into a hot frame: the
+// fused copy-and-sum, and a copy followed by a second pass that sums (what
+// XDP_UMEM_TX_SW_CSUM makes the kernel do after its copy into the skb,
+// with its own, generic, checksum code). It reads ChooseTable's point when
+// the table is built, and otherwise measures that one point, once per
+// process: a copy-mode Sender needs no more of the table.
 func swCosts() (fused, copySum float64) {
-	for _, p := range ChooseTable() {
-		if !p.Cold && p.Size == 1500 {
-			return p.Ns[MethodFused], p.Ns[MethodCopySum]
+	if t := chosen.Load(); t != nil {
+		for _, p := range t.points {
+			if !p.Cold && p.Size == 1500 {
+				return p.Ns[MethodFused], p.Ns[MethodCopySum]
+			}
 		}
 	}
-	return 0, 0
+	swPointOnce.Do(func() {
+		swPoint = measureFrames([]int{1500}, hotBytes, false, 50*time.Millisecond)[0]
+	})
+	return swPoint.Ns[MethodFused], swPoint.Ns[MethodCopySum]
 }
+
+var (
+	swPointOnce sync.Once
+	swPoint     TablePoint
+)
 
 // decideUMEM is decide with swCsum, whether the UMEM has
 // XDP_UMEM_TX_SW_CSUM, and costs, which measures the fused software sum

@@ -222,8 +222,10 @@ func newSender(u *umem.UMEM, p port, zc, sg bool, c *Config, txSize, compSize in
 		lent:      make([]uint64, (u.FrameCount()+63)/64),
 		shift:     uint(bits.TrailingZeros32(u.FrameSize())),
 	}
-	if s.auto {
+	if s.auto && zc {
 		// Measure what ChooseCopy needs now, not on the first packet.
+		// Copy mode needs no measurement (autoCopy), so a copy-mode
+		// Sender starts at once.
 		Prepare()
 	}
 	return s, nil
