@@ -53,13 +53,16 @@
 //     (the NIC reads the frame by DMA; the CPU does not read it again);
 //     Software otherwise.
 //
-// Per packet, Auto's SendUDP asks [ChooseCopy] which copy to use for the
-// payload's size (ordinary, NT, fused checksum-and-copy, or a copy followed
-// by a sum), from a table that the process measures once, on this host,
-// when the first Auto Sender is made (about 0.25 s; [Prepare] does it
-// earlier). In copy mode the destination counts as hot, and Auto never
-// copies with NT stores there, whatever the table says (Stats.NTCopies
-// stays 0; TestCopyModeNoNT).
+// Per packet, a zero-copy Auto Sender asks [ChooseCopy] which copy to use
+// for the payload's size (ordinary, NT, fused checksum-and-copy, or a copy
+// followed by a sum), from a table that the process measures once, on this
+// host, when the first zero-copy Auto Sender is made (a noticeable time;
+// [Prepare] does it earlier). In copy mode the destination is hot and Auto
+// never copies with NT stores (Stats.NTCopies stays 0; TestCopyModeNoNT),
+// which leaves one answer per case: a plain copy under offload, the fused
+// copy-and-sum otherwise; so a copy-mode Sender measures nothing, except
+// one 1500 B point when it must choose between the fused sum and
+// XDP_UMEM_TX_SW_CSUM (TestCopyModeMeasuresNothing).
 //
 // Offload needs a UMEM with TxMetadataLen >= umem.TxMetadataSize. The
 // packet then starts TxMetadataLen (plus Config.Headroom) bytes into each
