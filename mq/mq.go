@@ -189,8 +189,19 @@ func Open(cfg *Config) (*Set, error) {
 func (s *Set) open() error {
 	c := &s.cfg
 	if !c.NoProgram {
+		// The XSKMAP must hold the highest queue id: a queue beyond its
+		// default size (xsk.ProgramConfig.MaxQueues, 64) grows it.
+		var pc xsk.ProgramConfig
+		if c.Program != nil {
+			pc = *c.Program
+		}
+		for _, id := range c.Queues {
+			if id >= 64 && id >= pc.MaxQueues {
+				pc.MaxQueues = id + 1
+			}
+		}
 		for _, name := range c.Ifnames {
-			p, err := xsk.AttachProgram(name, c.Program)
+			p, err := xsk.AttachProgram(name, &pc)
 			if err != nil {
 				return fmt.Errorf("mq: XDP program on %s: %w", name, err)
 			}

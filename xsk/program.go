@@ -56,8 +56,10 @@ type ProgramConfig struct {
 
 // Program is the XDP program that redirects packets into AF_XDP sockets
 // by receive queue (an XSKMAP indexed by rx_queue_index); a queue without
-// a socket passes its packets to the kernel. It is attached as a bpf_link,
-// so it goes away on Close and when the process dies.
+// a socket passes its packets to the kernel. It is attached as a bpf_link
+// where the kernel has XDP links (5.9), so it goes away on Close and when
+// the process dies; otherwise through rtnetlink, and then it stays
+// attached if the process dies without Close (BPFLink says which).
 type Program struct {
 	p       *xdpprog.Program
 	ifname  string

@@ -91,9 +91,9 @@ func (x *Map) MaxEntries() int { return int(x.max) }
 // Register puts s at its queue index, replacing a socket already there:
 // from then on the program's redirects for that queue reach s. The map
 // holds its own reference to the socket until Unregister, until another
-// socket takes the index, or until the map goes away, so closing s
-// without Unregister leaves the kernel's entry pointing at a socket that
-// receives nothing. s must be bound to the interface (and queue) that the
+// socket takes the index, or until the map goes away; closing s removes
+// it from every XSKMAP (the kernel's xsk_release), so do not Unregister
+// after Close: the index may hold another socket by then. s must be bound to the interface (and queue) that the
 // program runs on; the kernel drops redirects to a socket bound elsewhere.
 func (x *Map) Register(s *Socket) error {
 	x.mu.Lock()

@@ -63,6 +63,8 @@ func (c *counters) drops() uint64 {
 }
 
 type forwarder struct {
+	ready   func() // called once, at the end of the poller's first round
+	started bool   // the first round ended
 	l3      bool
 	u       *umem.UMEM
 	ports   []*port
@@ -109,6 +111,12 @@ func (f *forwarder) finishPartial(ip []byte) {
 func (f *forwarder) EndRound() {
 	if f.pending > 0 {
 		f.flush()
+	}
+	if !f.started {
+		f.started = true
+		if f.ready != nil {
+			f.ready()
+		}
 	}
 }
 
@@ -175,7 +183,10 @@ func (f *forwarder) handle(p *rxpath.Packet, in *port) {
 			return
 		}
 	}
-	if in.software && fr.L4 != 0 && !fr.Fragment && (fr.Proto == pkt.ProtoUDP || fr.Proto == pkt.ProtoTCP) {
+	// Only a packet whose IP datagram lies in its first buffer: a
+	// multi-buffer packet's IPLen runs past p.Data (finishing a partial
+	// checksum across a chain is not done yet).
+	if in.software && fr.L4 != 0 && !fr.Fragment && (fr.Proto == pkt.ProtoUDP || fr.Proto == pkt.ProtoTCP) && fr.L3+fr.IPLen <= len(b) {
 		f.finishPartial(b[fr.L3 : fr.L3+fr.IPLen])
 	}
 	pkt.SetMACs(b, dst, out.mac)

@@ -147,8 +147,20 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	for _, q := range set.Queues() {
 		qdesc = append(qdesc, fmt.Sprintf("%d@cpu%d", q.ID, q.CPU))
 	}
-	fmt.Printf("xdpfwd: ready: %s %s -> %s, queues %s, attach %s, zero-copy %v, multi-buffer %v, %d frames per queue\n",
+	// "ready" once every queue's poller has put its frames on its Fill
+	// rings (the end of its first round): a packet that finds a Fill ring
+	// empty is dropped.
+	readyMsg := fmt.Sprintf("xdpfwd: ready: %s %s -> %s, queues %s, attach %s, zero-copy %v, multi-buffer %v, %d frames per queue\n",
 		c.mode, c.in, c.out, strings.Join(qdesc, " "), sum.AttachMode, sum.ZeroCopy, sum.MultiBuffer, c.frames)
+	var notReady atomic.Int32
+	notReady.Store(int32(len(fwds)))
+	for _, f := range fwds {
+		f.ready = func() {
+			if notReady.Add(-1) == 0 {
+				fmt.Print(readyMsg)
+			}
+		}
+	}
 	for j, prog := range set.Programs() {
 		via := "bpf_link"
 		if !prog.BPFLink() {

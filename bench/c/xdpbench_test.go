@@ -314,8 +314,8 @@ func TestModes(t *testing.T) {
 		def := run(t, p.A.NS, bin, genArgs(p.A, p.B, p.B.IPv4.Addr(), 64, "-n", strconv.Itoa(n))...)
 		bp := start(t, p.A.NS, bin, genArgs(p.A, p.B, p.B.IPv4.Addr(), 64, "-n", strconv.Itoa(n), "--tx-budget", "64")...)
 		<-bp.done
-		if bp.err != nil && strings.Contains(bp.stderr.String(), "XDP_MAX_TX_SKB_BUDGET") && kernelBefore(6, 15) {
-			t.Skipf("XDP_MAX_TX_SKB_BUDGET needs Linux 6.15: %s", bp.stderr.String())
+		if bp.err != nil && strings.Contains(bp.stderr.String(), "XDP_MAX_TX_SKB_BUDGET") && kernelBefore(6, 17) {
+			t.Skipf("XDP_MAX_TX_SKB_BUDGET needs Linux 6.17: %s", bp.stderr.String())
 		}
 		big := bp.wait(t)
 		stopAfter(t, sink)

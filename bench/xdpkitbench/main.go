@@ -141,7 +141,7 @@ func parseArgs(args []string) {
 	boolean(&o.generic, "S", "skb-mode", "attach XDP in generic (skb) mode, not native")
 	boolean(&o.zc, "z", "zero-copy", "bind with XDP_ZEROCOPY instead of XDP_COPY")
 	boolean(&o.noWakeup, "", "no-wakeup", "bind without XDP_USE_NEED_WAKEUP")
-	num(&o.txBudget, "", "tx-budget", 0, "set XDP_MAX_TX_SKB_BUDGET (Linux 6.15)")
+	num(&o.txBudget, "", "tx-budget", 0, "set XDP_MAX_TX_SKB_BUDGET (Linux 6.17)")
 	str(&o.tx, "", "tx", "sender", "txonly: sender (txpath.Sender) | ring (xsk's TX ring kept full)")
 	fs.Var(macFlag{&o.srcMAC}, "src-mac", "txonly: source MAC (the interface's)")
 	fs.Var(macFlag{&o.dstMAC}, "dst-mac", "txonly, fwd: destination MAC (required)")

@@ -393,8 +393,9 @@ func (p *Program) attach(ifindex int, mode Mode) error {
 
 // Register puts the AF_XDP socket xskFD into the XSKMAP at queue, so that
 // packets received on that queue (and accepted by the filter) go to it. It
-// replaces a socket already registered there. The map holds its own
-// reference to the socket until Unregister or Close.
+// replaces a socket already registered there. The entry stays until
+// Unregister, Close, or the socket's own close, which removes it from
+// every XSKMAP (the kernel's xsk_release).
 func (p *Program) Register(queue int, xskFD int) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
