@@ -226,10 +226,10 @@ func decideUMEM(want Policy, zc, metadata, swCsum bool, dev Device, ntThreshold 
 			fused, copySum := costs()
 			if copySum > 0 && copySum < fused {
 				d.Policy = Offload
-				why = append(why, fmt.Sprintf("software device: XDP_UMEM_TX_SW_CSUM (a copy, then the kernel's summing pass: %.0f ns at 1500 B) beats the fused copy-and-sum (%.0f ns; txpath.ChooseTable)", copySum, fused))
+				why = append(why, fmt.Sprintf("software device: XDP_UMEM_TX_SW_CSUM (a copy, then the kernel's summing pass: %.0f ns at 1500 B) beats the fused copy-and-sum (%.0f ns, measured once per process)", copySum, fused))
 			} else {
 				d.Policy = Software
-				why = append(why, fmt.Sprintf("software device: the fused copy-and-sum (%.0f ns at 1500 B) beats XDP_UMEM_TX_SW_CSUM, a copy and then the kernel's summing pass (%.0f ns; txpath.ChooseTable)", fused, copySum))
+				why = append(why, fmt.Sprintf("software device: the fused copy-and-sum (%.0f ns at 1500 B) beats XDP_UMEM_TX_SW_CSUM, a copy and then the kernel's summing pass (%.0f ns, measured once per process)", fused, copySum))
 			}
 		case d.CanOffload && dev.TxCsumOffload:
 			// Offload when something other than the stack's software
