@@ -132,11 +132,12 @@ func TestCollector(t *testing.T) {
 		t.Errorf("lint: %v %+v", err, problems)
 	}
 
-	var got atomic.Int64
+	h := &countHandler{ready: make(chan struct{})}
+	got := &h.got
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- poller.Run(ctx, rxpath.HandlerFunc(func(*rxpath.Packet) { got.Add(1) }))
+		done <- poller.Run(ctx, h)
 	}()
 	stopped := false
 	stop := func() {
@@ -150,7 +151,14 @@ func TestCollector(t *testing.T) {
 	}
 	defer stop()
 
-	// Receive: one datagram in flight at a time (no veth ring drops).
+	// Receive, once the poller's first round has put frames on the Fill
+	// ring (before that a datagram finds it empty and is dropped): one
+	// datagram in flight at a time (no veth ring drops).
+	select {
+	case <-h.ready:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the poller did not end its first round in 5 s")
+	}
 	conn, err := b.DialUDP(netip.AddrPort{}, p.A.AddrPort4(port))
 	if err != nil {
 		t.Fatal(err)
@@ -250,3 +258,14 @@ func TestCollector(t *testing.T) {
 		t.Errorf("after the socket's Close: %d series of rx_dropped and capacity (%v), want 1", n, err)
 	}
 }
+
+// countHandler counts packets and closes ready at the end of the poller's
+// first round (rxpath.RoundEnder), when the Fill ring has its frames.
+type countHandler struct {
+	got   atomic.Int64
+	ready chan struct{}
+	once  sync.Once
+}
+
+func (h *countHandler) Receive(*rxpath.Packet) { h.got.Add(1) }
+func (h *countHandler) EndRound()              { h.once.Do(func() { close(h.ready) }) }
