@@ -2,12 +2,9 @@ package xsk
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/xdpkit/xdpkit/test/vethns"
 	"github.com/xdpkit/xdpkit/umem"
@@ -47,7 +44,7 @@ func TestTXBudget(t *testing.T) {
 		}
 		defer s.Close()
 		f := s.Features()
-		if f.NoTXBudget && kernelBefore(6, 17) {
+		if f.NoTXBudget && vethns.KernelBefore(6, 17) {
 			// XDP_MAX_TX_SKB_BUDGET came with Linux 6.17: the kernel's
 			// budget is kept, as TestLibraryWithoutOptionalFeatures checks.
 			t.Logf("no XDP_MAX_TX_SKB_BUDGET before Linux 6.17: %+v", f)
@@ -65,17 +62,4 @@ func TestTXBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// kernelBefore reports whether the running kernel is older than major.minor.
-func kernelBefore(major, minor int) bool {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return false
-	}
-	var ma, mi int
-	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
-		return false
-	}
-	return ma < major || ma == major && mi < minor
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
@@ -18,11 +20,66 @@ const (
 	xdpFlagsDrvMode         = 1 << 2
 )
 
-// noXDPLink reports whether a failed link.AttachXDP means the kernel has
-// no XDP bpf_links: cilium/ebpf's probe found no BPF_LINK_CREATE (before
-// Linux 5.7), or BPF_LINK_CREATE refused the XDP attach type (5.7, 5.8).
-func noXDPLink(err error) bool {
-	return errors.Is(err, ebpf.ErrNotSupported) || errors.Is(err, unix.EINVAL)
+// noXDPLink reports whether a failed link.AttachXDP of the XDP program
+// progFD means the kernel has no XDP bpf_links: cilium/ebpf's probe found
+// no BPF_LINK_CREATE (before Linux 5.7), or BPF_LINK_CREATE refused the
+// XDP attach type (5.7, 5.8). Any other EINVAL is the attach's own error
+// and is returned as such: the probe, made once, tells the two apart.
+func noXDPLink(err error, progFD int) bool {
+	if errors.Is(err, ebpf.ErrNotSupported) {
+		return true
+	}
+	return errors.Is(err, unix.EINVAL) && !haveXDPLinks(progFD)
+}
+
+var xdpLinks struct {
+	once sync.Once
+	ok   bool
+}
+
+// haveXDPLinks probes, once per process and only when an attach failed
+// with EINVAL, whether BPF_LINK_CREATE knows the XDP attach type (Linux
+// 5.9, aa8d3a716b59). The errno alone cannot tell: a kernel with XDP
+// links also answers EINVAL for a missing interface or bad flags. So the
+// probe asks for a native-mode link of progFD to the loopback device of a
+// network namespace of its own, made for the probe on a thread that never
+// runs anything else: a kernel with XDP links finds the device and refuses
+// native mode (EOPNOTSUPP: loopback has no driver XDP), one without
+// refuses the attach type (EINVAL). Nothing outside that namespace is
+// touched, and the namespace goes with the thread.
+func haveXDPLinks(progFD int) bool {
+	xdpLinks.once.Do(func() {
+		done := make(chan unix.Errno, 1)
+		go func() {
+			// Never unlocked: the thread ends with the goroutine,
+			// and its namespace with it.
+			runtime.LockOSThread()
+			if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+				done <- 0 // cannot probe: keep the bpf_link error
+				return
+			}
+			done <- linkCreateXDP(progFD, 1, xdpFlagsDrvMode)
+		}()
+		xdpLinks.ok = <-done != unix.EINVAL
+	})
+	return xdpLinks.ok
+}
+
+// linkCreateXDP issues BPF_LINK_CREATE for an XDP link of progFD to
+// ifindex (in the calling thread's namespace) with flags, and returns the
+// errno (0: a link was made, and is closed at once, which detaches it).
+func linkCreateXDP(progFD, ifindex int, flags uint32) unix.Errno {
+	const bpfLinkCreate = 28 // enum bpf_cmd
+	const bpfXDP = 37        // enum bpf_attach_type
+	attr := struct {
+		progFD, targetIfindex, attachType, flags uint32
+		_                                        [16]byte
+	}{progFD: uint32(progFD), targetIfindex: uint32(ifindex), attachType: bpfXDP, flags: flags}
+	fd, _, errno := unix.Syscall(unix.SYS_BPF, bpfLinkCreate, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	if errno == 0 {
+		unix.Close(int(fd))
+	}
+	return errno
 }
 
 // netlinkXDP is a program attached through rtnetlink (IFLA_XDP) in the
