@@ -436,7 +436,17 @@ func (s *Set) drain(timeout time.Duration) {
 	for {
 		busy := false
 		for _, q := range s.queues {
-			if q.UMEM == nil || q.UMEM.Accounting().TX == 0 {
+			if q.UMEM == nil {
+				continue
+			}
+			// Frames a Sender still has in flight after its Close gave
+			// up are its own to reclaim: waiting here for them would only
+			// add the timeout again.
+			tx := q.UMEM.Accounting().TX
+			for _, snd := range q.Senders {
+				tx -= snd.InFlight()
+			}
+			if tx <= 0 {
 				continue
 			}
 			busy = true
