@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"net/netip"
 	"os"
 	"testing"
@@ -106,7 +105,7 @@ func echo(t *testing.T, ns *vethns.NS, dst netip.AddrPort, n int) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	waitServer(t, c)
+	vethns.WaitEcho(t, c)
 	buf := make([]byte, 2048)
 	for i := 0; i < n; i++ {
 		req := make([]byte, 1+(i*97)%1400)
@@ -125,21 +124,6 @@ func echo(t *testing.T, ns *vethns.NS, dst netip.AddrPort, n int) {
 			t.Fatalf("%v: reply %d: %d bytes, not the %d sent", dst, i, k, len(req))
 		}
 	}
-}
-
-// waitServer sends probes until the server answers one (before the XDP
-// program is attached the kernel answers them, with ICMP port
-// unreachable). Bounded: 50 probes, 100 ms apart.
-func waitServer(t *testing.T, c *net.UDPConn) {
-	buf := make([]byte, 64)
-	for i := 0; i < 50; i++ {
-		c.Write([]byte("probe"))
-		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-		if n, err := c.Read(buf); err == nil && string(buf[:n]) == "probe" {
-			return
-		}
-	}
-	t.Fatal("the server did not answer in 5 s")
 }
 
 // TestOwnProgram runs the example on end A of a veth pair: datagrams to

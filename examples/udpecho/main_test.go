@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"testing"
@@ -74,7 +73,7 @@ func TestEcho(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer c.Close()
-				waitServer(t, c)
+				vethns.WaitEcho(t, c)
 				buf := make([]byte, 2048)
 				for i := 0; i < 200; i++ {
 					req := make([]byte, 1+(i*97)%1400)
@@ -105,19 +104,4 @@ func TestEcho(t *testing.T) {
 			})
 		}
 	}
-}
-
-// waitServer sends probes until the server answers one (before the XDP
-// program is attached the kernel answers them, with ICMP port
-// unreachable). Bounded: 50 probes, 100 ms apart.
-func waitServer(t *testing.T, c *net.UDPConn) {
-	buf := make([]byte, 64)
-	for i := 0; i < 50; i++ {
-		c.Write([]byte("probe"))
-		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-		if n, err := c.Read(buf); err == nil && string(buf[:n]) == "probe" {
-			return
-		}
-	}
-	t.Fatal("the server did not answer in 5 s")
 }
