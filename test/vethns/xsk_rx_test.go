@@ -261,7 +261,11 @@ func TestXSKRX(t *testing.T) {
 // and every datagram arrives.
 func TestXSKSharedUMEMQueues(t *testing.T) {
 	vethns.Require(t)
-	const queues, flows, perFlow = 4, 32, 60 // fewer than a Fill ring's 2048 in all
+	// The sender's flow hash (random seed) picks each flow's queue: with
+	// 64 flows the chance that one of 4 queues gets none is 4*(3/4)^64,
+	// about 4e-8 (with the 32 flows before it was 4e-4: seen once).
+	// 64*30 datagrams are fewer than a Fill ring's 2048 in all.
+	const queues, flows, perFlow = 4, 64, 30
 	a, b := vethns.NewNS(t), vethns.NewNS(t)
 	p := vethns.NewPair(t, a, b, &vethns.PairConfig{Queues: queues})
 	rx := newRX(t, a, p.A.Name, queues, &xsk.Filter{IPv4UDP: true, DstPorts: []uint16{9000}})
