@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/cilium/ebpf v0.22.0
-	github.com/gopacket/gopacket v1.7.7
 	github.com/mdlayher/genetlink v1.4.0
 	github.com/mdlayher/netlink v1.11.2
 	github.com/safchain/ethtool v0.7.0
