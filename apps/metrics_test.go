@@ -21,9 +21,9 @@ import (
 	"github.com/xdpkit/xdpkit/test/vethns"
 )
 
-// scrape GETs /metrics at addr from inside ns (the server listens on
+// scrapeExpo GETs /metrics at addr from inside ns (the server listens on
 // ns's loopback) and parses the text exposition with expfmt.
-func scrape(t *testing.T, ns *vethns.NS, addr string) map[string]*dto.MetricFamily {
+func scrapeExpo(t *testing.T, ns *vethns.NS, addr string) map[string]*dto.MetricFamily {
 	t.Helper()
 	var fams map[string]*dto.MetricFamily
 	err := ns.Do(func() error {
@@ -61,10 +61,10 @@ func scrape(t *testing.T, ns *vethns.NS, addr string) map[string]*dto.MetricFami
 	return fams
 }
 
-// sample returns the value of the series of family name whose labels
+// seriesValue returns the value of the series of family name whose labels
 // include want, and whether there is exactly one such series; the family
 // must have type typ.
-func sample(t *testing.T, fams map[string]*dto.MetricFamily, name string, typ dto.MetricType, want map[string]string) (float64, bool) {
+func seriesValue(t *testing.T, fams map[string]*dto.MetricFamily, name string, typ dto.MetricType, want map[string]string) (float64, bool) {
 	t.Helper()
 	f, ok := fams[name]
 	if !ok {
@@ -134,8 +134,8 @@ func TestMetricsScrape(t *testing.T) {
 	}
 	addr := m[1]
 
-	before := scrape(t, tp.Fwd, addr)
-	if v, _ := sample(t, before, "xdpfwd_forwarded_packets_total", dto.MetricType_COUNTER, map[string]string{"queue": "0"}); v != 0 {
+	before := scrapeExpo(t, tp.Fwd, addr)
+	if v, _ := seriesValue(t, before, "xdpfwd_forwarded_packets_total", dto.MetricType_COUNTER, map[string]string{"queue": "0"}); v != 0 {
 		t.Errorf("forwarded %v before any traffic", v)
 	}
 
@@ -162,16 +162,16 @@ func TestMetricsScrape(t *testing.T) {
 	// receiver's count stops moving.
 	var got float64
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		v, _ := sample(t, scrape(t, tp.Recv, recvAddr), "xdprecv_packets_total", dto.MetricType_COUNTER,
+		v, _ := seriesValue(t, scrapeExpo(t, tp.Recv, recvAddr), "xdprecv_packets_total", dto.MetricType_COUNTER,
 			map[string]string{"interface": tp.Out.B.Name, "queue": "0"})
 		if v == n || (v == got && v > 0) {
 			break
 		}
 		got = v
 	}
-	rfams := scrape(t, tp.Recv, recvAddr)
-	got, _ = sample(t, rfams, "xdprecv_packets_total", dto.MetricType_COUNTER, map[string]string{"interface": tp.Out.B.Name, "queue": "0"})
-	sample(t, rfams, "xdpkit_socket_rx_dropped_total", dto.MetricType_COUNTER, map[string]string{"interface": tp.Out.B.Name, "queue": "0"})
+	rfams := scrapeExpo(t, tp.Recv, recvAddr)
+	got, _ = seriesValue(t, rfams, "xdprecv_packets_total", dto.MetricType_COUNTER, map[string]string{"interface": tp.Out.B.Name, "queue": "0"})
+	seriesValue(t, rfams, "xdpkit_socket_rx_dropped_total", dto.MetricType_COUNTER, map[string]string{"interface": tp.Out.B.Name, "queue": "0"})
 	if err := recv.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -186,28 +186,28 @@ func TestMetricsScrape(t *testing.T) {
 		t.Errorf("xdprecv_packets_total %v, its summary says %d packets (of %d sent)", got, rs.Packets, n)
 	}
 
-	fams := scrape(t, tp.Fwd, addr)
-	fwd, _ := sample(t, fams, "xdpfwd_forwarded_packets_total", dto.MetricType_COUNTER, map[string]string{"queue": "0"})
+	fams := scrapeExpo(t, tp.Fwd, addr)
+	fwd, _ := seriesValue(t, fams, "xdpfwd_forwarded_packets_total", dto.MetricType_COUNTER, map[string]string{"queue": "0"})
 	if fwd == 0 || fwd < float64(rs.Packets) {
 		t.Errorf("xdpfwd_forwarded_packets_total %v; the receiver got %d of %d", fwd, rs.Packets, n)
 	}
-	if v, _ := sample(t, fams, "xdpfwd_forwarded_bytes_total", dto.MetricType_COUNTER, map[string]string{"queue": "0"}); v < 60*fwd {
+	if v, _ := seriesValue(t, fams, "xdpfwd_forwarded_bytes_total", dto.MetricType_COUNTER, map[string]string{"queue": "0"}); v < 60*fwd {
 		t.Errorf("xdpfwd_forwarded_bytes_total %v for %v 64-byte frames", v, fwd)
 	}
 	// xdpkit's, through promxdp: both sockets of queue 0 by interface.
 	for _, ifname := range []string{tp.In.B.Name, tp.Out.A.Name} {
 		for _, name := range []string{"xdpkit_socket_rx_dropped_total", "xdpkit_socket_rx_ring_full_total", "xdpkit_socket_tx_kicks_total"} {
-			sample(t, fams, name, dto.MetricType_COUNTER, map[string]string{"interface": ifname, "queue": "0"})
+			seriesValue(t, fams, name, dto.MetricType_COUNTER, map[string]string{"interface": ifname, "queue": "0"})
 		}
 	}
-	if v, _ := sample(t, fams, "xdpkit_poller_socket_packets_total", dto.MetricType_COUNTER,
+	if v, _ := seriesValue(t, fams, "xdpkit_poller_socket_packets_total", dto.MetricType_COUNTER,
 		map[string]string{"poller": "queue0", "interface": tp.In.B.Name, "queue": "0"}); v < fwd {
 		t.Errorf("poller took %v packets off %s's RX ring; %v were forwarded", v, tp.In.B.Name, fwd)
 	}
-	if v, _ := sample(t, fams, "xdpkit_poller_packets_total", dto.MetricType_COUNTER, map[string]string{"poller": "queue0"}); v < fwd {
+	if v, _ := seriesValue(t, fams, "xdpkit_poller_packets_total", dto.MetricType_COUNTER, map[string]string{"poller": "queue0"}); v < fwd {
 		t.Errorf("xdpkit_poller_packets_total %v < forwarded %v", v, fwd)
 	}
-	if v, _ := sample(t, fams, "xdpkit_umem_frames_capacity", dto.MetricType_GAUGE, map[string]string{"umem": "queue0"}); v == 0 {
+	if v, _ := seriesValue(t, fams, "xdpkit_umem_frames_capacity", dto.MetricType_GAUGE, map[string]string{"umem": "queue0"}); v == 0 {
 		t.Error("xdpkit_umem_frames_capacity 0")
 	}
 	if _, ok := fams["go_goroutines"]; !ok {

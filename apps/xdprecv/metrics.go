@@ -10,9 +10,10 @@ import (
 )
 
 // serveMetrics serves, with promhttp on addr, xdprecv's counters labelled
-// by interface and queue and, through promxdp, every socket's kernel
-// counters, each queue's poller and UMEM. Everything is read on scrape.
-func serveMetrics(ctx context.Context, addr, iface string, set *mq.Set, rs []*receiver) (net.Addr, error) {
+// by interface and queue, extra, and, through promxdp, every socket's
+// kernel counters, each queue's poller and UMEM. Everything is read on
+// scrape.
+func serveMetrics(ctx context.Context, addr, iface string, set *mq.Set, rs []*receiver, extra ...cli.Metric) (net.Addr, error) {
 	m := cli.NewMetrics("xdprecv")
 	m.AddSet(set)
 	var ms []cli.Metric
@@ -31,7 +32,7 @@ func serveMetrics(ctx context.Context, addr, iface string, set *mq.Set, rs []*re
 	ctr("bad_checksum_total", "Packets with a bad IPv4 header or UDP checksum.", func(r *receiver) *atomic.Uint64 { return &r.badUDP })
 	ctr("partial_checksum_total", "Packets whose UDP checksum field holds the unfinished pseudo-header sum.", func(r *receiver) *atomic.Uint64 { return &r.partialUDP })
 	ctr("bad_payload_total", "Generator packets with a wrong pattern or size.", func(r *receiver) *atomic.Uint64 { return &r.badData })
-	if err := m.Add(ms...); err != nil {
+	if err := m.Add(append(ms, extra...)...); err != nil {
 		return nil, err
 	}
 	return m.Serve(ctx, addr)
