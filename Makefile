@@ -9,13 +9,27 @@ STATICCHECK_VERSION ?= v0.6.1
 TESTFLAGS   ?=
 export GOTOOLCHAIN ?= local
 
-.PHONY: all build test stress-test fuzz lint demo demo-mq soak bench bench-quick clean
+.PHONY: all build apps test stress-test fuzz lint demo demo-mq soak bench bench-quick clean
+
+# The Go modules of the repository. The root one is the library; apps/
+# (the programs, with client_golang for their metrics), metrics/promxdp
+# (the Prometheus collector) and bench/harness each have a go.mod of their
+# own that points at the library through a replace directive, so
+# client_golang stays out of the library's go.mod. A ./... at the root
+# stops at their go.mod: each is built, vetted and tested in its own
+# directory.
+MODULES := . apps metrics/promxdp bench/harness
 
 all: build
 
 build:
-	$(GO) build ./...
-	$(GO) vet ./...
+	@set -e; for m in $(MODULES); do echo "build, vet: $$m"; (cd $$m && $(GO) build -o /dev/null ./... && $(GO) vet ./...); done
+
+## apps: xdpfwd, xdpgen, xdprecv and xdpdemo built into the repository's
+## top directory (where .gitignore ignores them).
+APPS := xdpgen xdpfwd xdprecv xdpdemo
+apps:
+	cd apps && $(GO) build -o $(CURDIR)/ $(addprefix ./,$(APPS))
 
 ## test: every unit and namespace test (with Go's default package
 ## parallelism, as a user types it: the packages that send traffic through
@@ -24,34 +38,44 @@ build:
 ## and every benchmark once so none rots (make bench-quick included).
 test: build lint
 	$(GO) test -count=1 $(TESTFLAGS) ./...
+	cd apps && $(GO) test -count=1 $(TESTFLAGS) ./...
 	$(GO) test -count=1 -tags purego $(TESTFLAGS) ./csum/... ./nt/...
 	$(GO) test -count=1 -p 1 -race -short $(RACEPKGS)
-	GOARCH=arm64 $(GO) vet ./...
+	cd apps && $(GO) test -count=1 -p 1 -race -short $(APPSRACEPKGS)
+	@set -e; for m in $(MODULES); do echo "arm64 vet: $$m"; (cd $$m && GOARCH=arm64 $(GO) vet ./...); done
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(CI_FUZZTIME)
-	$(GO) test -count=1 -p 1 -run '^$$' -bench . -benchtime=1x ./... > .bench-once.log 2>&1 || { cat .bench-once.log; exit 1; }
+	{ $(GO) test -count=1 -p 1 -run '^$$' -bench . -benchtime=1x ./... && \
+	  cd apps && $(GO) test -count=1 -p 1 -run '^$$' -bench . -benchtime=1x ./...; } > .bench-once.log 2>&1 || { cat .bench-once.log; exit 1; }
 	@grep -h "^ok\|^FAIL\|^---" .bench-once.log; rm -f .bench-once.log
-	cd bench/harness && $(GO) vet ./... && $(GO) test -count=1 ./...
-	cd metrics/promxdp && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd bench/harness && $(GO) test -count=1 ./...
+	cd metrics/promxdp && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory bench-quick
 
 ## stress-test: the namespace packages STRESSCOUNT times over, one package at
 ## a time, while two unrelated CPU-bound processes (sha256sum /dev/zero,
 ## started here and ended by pid) keep both CPUs busy; CI=true, so nothing
 ## skips. Not part of make test; bounded by STRESSTIMEOUT (about 20 minutes
-## on the 2-CPU development VM).
-STRESSPKGS    ?= ./test/vethns/ ./rxpath/ ./txpath/ ./apps/
-STRESSCOUNT   ?= 5
-STRESSTIMEOUT ?= 30m
+## on the 2-CPU development VM) for the library's packages and the apps'
+## (STRESSAPPSPKGS, relative to apps/) together.
+STRESSPKGS     ?= ./test/vethns/ ./rxpath/ ./txpath/
+STRESSAPPSPKGS ?= ./
+STRESSCOUNT    ?= 5
+STRESSTIMEOUT  ?= 30m
 stress-test:
 	@sha256sum /dev/zero & l1=$$!; sha256sum /dev/zero & l2=$$!; \
 	trap 'kill $$l1 $$l2 2>/dev/null' EXIT INT TERM; \
 	echo "stress-test: load pids $$l1 $$l2"; \
-	CI=true timeout --foreground $(STRESSTIMEOUT) $(GO) test -count=$(STRESSCOUNT) -p 1 -timeout $(STRESSTIMEOUT) $(TESTFLAGS) $(STRESSPKGS); \
+	CI=true timeout --foreground $(STRESSTIMEOUT) sh -c '$(GO) test -count=$(STRESSCOUNT) -p 1 -timeout $(STRESSTIMEOUT) $(TESTFLAGS) $(STRESSPKGS) && \
+	  cd apps && $(GO) test -count=$(STRESSCOUNT) -p 1 -timeout $(STRESSTIMEOUT) $(TESTFLAGS) $(STRESSAPPSPKGS)'; \
 	rc=$$?; kill $$l1 $$l2 2>/dev/null; wait $$l1 $$l2 2>/dev/null; exit $$rc
 
-# Packages whose tests run under the race detector in make test.
-RACEPKGS    ?= ./umem/... ./xsk/... ./csum/... ./nt/... ./internal/... ./rxpath/... ./txpath/... ./mq/... ./pkt/... ./examples/... ./test/vethns/...
-# Fuzz targets, as package:Target; make fuzz FUZZTIME=10m runs each longer.
+# Packages whose tests run under the race detector in make test (the
+# apps' relative to apps/).
+RACEPKGS     ?= ./umem/... ./xsk/... ./csum/... ./nt/... ./internal/... ./rxpath/... ./txpath/... ./mq/... ./pkt/... ./examples/... ./test/vethns/...
+APPSRACEPKGS ?= ./internal/...
+# Fuzz targets, as package:Target (a package of another module, such as
+# ./apps/xdpfwd, is fuzzed from its module's directory); make fuzz
+# FUZZTIME=10m runs each longer.
 FUZZTARGETS ?= ./csum:FuzzSum ./csum:FuzzUpdate ./csum:FuzzFillFrame ./csum:FuzzVerify ./nt:FuzzCopy \
                ./internal/pkt:FuzzParse ./pkt:FuzzReplyUDP ./rxpath:FuzzSplitPacket
 FUZZTIME    ?= 30s
@@ -74,13 +98,13 @@ bench-quick:
 
 demo:
 	@d=$$(mktemp -d /tmp/xdpkit-demo.XXXXXX) && trap 'rm -rf "$$d"' EXIT INT TERM && \
-	$(GO) build -o "$$d/" ./apps/xdpgen ./apps/xdpfwd ./apps/xdprecv ./apps/xdpdemo && \
+	(cd apps && $(GO) build -o "$$d/" $(addprefix ./,$(APPS))) && \
 	"$$d/xdpdemo"
 
 ## demo-mq: the demo on 2 queues per veth, each program one pinned thread per queue.
 demo-mq:
 	@d=$$(mktemp -d /tmp/xdpkit-demo.XXXXXX) && trap 'rm -rf "$$d"' EXIT INT TERM && \
-	$(GO) build -o "$$d/" ./apps/xdpgen ./apps/xdpfwd ./apps/xdprecv ./apps/xdpdemo && \
+	(cd apps && $(GO) build -o "$$d/" $(addprefix ./,$(APPS))) && \
 	"$$d/xdpdemo" -queues 2
 
 ## soak: generator -> forwarder -> receiver for SOAK with link flaps every
@@ -89,7 +113,7 @@ SOAK ?= 60s
 FLAP ?= 5s
 soak:
 	@d=$$(mktemp -d /tmp/xdpkit-soak.XXXXXX) && trap 'rm -rf "$$d"' EXIT INT TERM && \
-	$(GO) build -o "$$d/" ./apps/xdpgen ./apps/xdpfwd ./apps/xdprecv ./apps/xdpdemo && \
+	(cd apps && $(GO) build -o "$$d/" $(addprefix ./,$(APPS))) && \
 	"$$d/xdpdemo" -soak -duration $(SOAK) -flap $(FLAP) -quiet
 
 $(STATICCHECK):
@@ -97,10 +121,7 @@ $(STATICCHECK):
 
 lint: $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	$(STATICCHECK) ./...
-	cd bench/harness && $(GO) vet ./... && $(STATICCHECK) ./...
-	cd metrics/promxdp && $(GO) vet ./... && $(STATICCHECK) ./...
+	@set -e; for m in $(MODULES); do echo "vet, staticcheck: $$m"; (cd $$m && $(GO) vet ./... && $(STATICCHECK) ./...); done
 
 clean:
 	$(GO) clean -testcache

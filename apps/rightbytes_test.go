@@ -492,7 +492,10 @@ func without(t *testing.T, features ...string) []string {
 				gobin = g
 			}
 		}
-		out, err := exec.Command(gobin, "build", "-o", path("without"), "../internal/seccomp/without").CombinedOutput()
+		// A package of the xdpkit module, not of this one: build it there.
+		cmd := exec.Command(gobin, "build", "-o", path("without"), "./internal/seccomp/without")
+		cmd.Dir = ".."
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			withoutErr = fmt.Errorf("building without: %v: %s", err, out)
 		}

@@ -4,16 +4,24 @@
 # exceeded" when its workers are slow to stop at the end of -fuzztime on a
 # loaded machine; such a run found nothing (a finding is written to
 # testdata/fuzz/Name/ and reported as such), so it is run once more. Any
-# other failure, or a second one, fails.
+# other failure, or a second one, fails. A package in another module of
+# the repository (./apps/xdpfwd: apps/ has its own go.mod) is fuzzed from
+# that module's directory.
 set -u
 go=${GO:-go}
 fuzztime=$1; shift
 for t in "$@"; do
 	pkg=${t%%:*}; name=${t##*:}
+	mod=.; d=$pkg
+	while [ "$d" != "." ] && [ "$d" != "/" ]; do
+		if [ -f "$d/go.mod" ]; then mod=$d; break; fi
+		d=$(dirname "$d")
+	done
+	rel=./${pkg#"$mod"}; rel=${rel%/}; rel=${rel/#.\/\//./}
 	echo "fuzz $pkg $name for $fuzztime"
 	for try in 1 2; do
 		log=$(mktemp)
-		if "$go" test -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" "$pkg" >"$log" 2>&1; then
+		if (cd "$mod" && "$go" test -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" "$rel") >"$log" 2>&1; then
 			grep -E "execs" "$log" | tail -n 1
 			rm -f "$log"
 			break

@@ -27,7 +27,7 @@
 // root. It needs iproute2's ip and the other three programs, built next to
 // it (or in -bin):
 //
-//	go build -o /tmp/xdpkit/ ./apps/... && sudo /tmp/xdpkit/xdpdemo
+//	(cd apps && go build -o /tmp/xdpkit/ ./...) && sudo /tmp/xdpkit/xdpdemo
 //	make demo
 //	sudo /tmp/xdpkit/xdpdemo -bench -duration 5s
 package main

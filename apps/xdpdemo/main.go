@@ -114,7 +114,7 @@ func main() {
 	}
 	for _, b := range []string{"xdpgen", "xdpfwd", "xdprecv"} {
 		if _, err := os.Stat(filepath.Join(c.bin, b)); err != nil {
-			app.Fail("-bin %s: no %s there (build the apps first: go build -o DIR/ ./apps/...)", c.bin, b)
+			app.Fail("-bin %s: no %s there (build the apps first: cd apps && go build -o DIR/ ./...)", c.bin, b)
 		}
 	}
 	if os.Geteuid() != 0 {

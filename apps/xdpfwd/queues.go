@@ -171,7 +171,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	}
 
 	if c.metrics != "" {
-		addr, err := cli.ServeMetrics(ctx, c.metrics, "xdpfwd", metrics(set, fwds))
+		addr, err := serveMetrics(ctx, c.metrics, set, fwds)
 		if err != nil {
 			return nil, errors.Join(err, set.Close())
 		}
@@ -281,47 +281,4 @@ func (f *forwarder) finish() {
 		}
 		time.Sleep(time.Millisecond)
 	}
-}
-
-func metrics(set *mq.Set, fwds []*forwarder) []cli.Metric {
-	ms := []cli.Metric{}
-	per := func(name, help string, v func(f *forwarder) *atomic.Uint64) {
-		ms = append(ms, cli.Metric{Name: name, Help: help, Value: func() float64 {
-			var n uint64
-			for _, f := range fwds {
-				n += v(f).Load()
-			}
-			return float64(n)
-		}})
-		if len(fwds) > 1 {
-			for i, q := range set.Queues() {
-				ms = append(ms, cli.Metric{Name: "queue_" + name, Help: help + " Per queue.",
-					Labels: fmt.Sprintf("queue=%q", fmt.Sprint(q.ID)),
-					Value:  func() float64 { return float64(v(fwds[i]).Load()) }})
-			}
-		}
-	}
-	per("forwarded_packets_total", "Packets sent on.", func(f *forwarder) *atomic.Uint64 { return &f.c.forwarded })
-	per("forwarded_bytes_total", "Bytes sent on.", func(f *forwarder) *atomic.Uint64 { return &f.c.bytes })
-	per("ttl_expired_total", "Packets whose TTL or hop limit expired.", func(f *forwarder) *atomic.Uint64 { return &f.c.ttlExpired })
-	per("icmp_sent_total", "ICMP time exceeded messages sent.", func(f *forwarder) *atomic.Uint64 { return &f.c.icmpSent })
-	per("no_route_total", "Packets without a route through a served interface.", func(f *forwarder) *atomic.Uint64 { return &f.c.noRoute })
-	per("no_neighbour_total", "Packets whose next hop has no resolved MAC.", func(f *forwarder) *atomic.Uint64 { return &f.c.noNeighbour })
-	per("tx_ring_full_total", "Packets dropped because the TX ring was full.", func(f *forwarder) *atomic.Uint64 { return &f.c.txFull })
-	ms = append(ms,
-		cli.Metric{Name: "received_packets_total", Help: "Packets taken off the RX rings.", Value: func() float64 {
-			return float64(set.Stats().Total.RXPackets)
-		}},
-		cli.Metric{Name: "kernel_drops_total", Help: "Packets the kernel dropped before the RX rings (XDP_STATISTICS).", Value: func() float64 {
-			x := set.Stats().Total.XDP
-			return float64(x.RXDropped + x.RXRingFull)
-		}})
-	if len(fwds) > 1 {
-		for i, q := range set.Queues() {
-			ms = append(ms, cli.Metric{Name: "queue_received_packets_total", Help: "Packets taken off the RX rings. Per queue.",
-				Labels: fmt.Sprintf("queue=%q", fmt.Sprint(q.ID)),
-				Value:  func() float64 { return float64(set.Stats().Queues[i].RXPackets) }})
-		}
-	}
-	return ms
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xdpkit/xdpkit/apps/internal/cli"
 	"github.com/xdpkit/xdpkit/apps/internal/payload"
 	"github.com/xdpkit/xdpkit/txpath"
 )
@@ -21,8 +22,9 @@ type gen struct {
 	hdrLen int
 
 	sent, bytes, waits uint64
-	k                  int  // position in sizes
-	stopAtZero         bool // a queue whose share of -count is 0 sends nothing
+	k                  int              // position in sizes
+	stopAtZero         bool             // a queue whose share of -count is 0 sends nothing
+	pub                *cli.SenderStats // with -metrics: s's counters for a scrape, published per burst
 }
 
 // loop sends until count packets are out (0: no limit) or ctx ends, at pps
@@ -89,6 +91,16 @@ func (g *gen) loop(ctx context.Context, count uint64, pps float64, batch int, se
 		}
 		sent.Store(g.sent)
 		bytes.Store(g.bytes)
+		g.publish()
 	}
-	return g.s.Flush()
+	err := g.s.Flush()
+	g.publish()
+	return err
+}
+
+// publish hands the Sender's counters to a scrape (cli.SenderStats).
+func (g *gen) publish() {
+	if g.pub != nil {
+		g.pub.Publish(g.s.Stats())
+	}
 }

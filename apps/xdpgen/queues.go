@@ -169,17 +169,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		return s
 	}
 	if c.metrics != "" {
-		ms := []cli.Metric{
-			{Name: "sent_packets_total", Help: "Packets queued for sending.", Value: func() float64 { return float64(total().Packets) }},
-			{Name: "sent_bytes_total", Help: "Bytes queued for sending.", Value: func() float64 { return float64(total().Bytes) }},
-		}
-		if nq > 1 {
-			for i, q := range set.Queues() {
-				ms = append(ms, cli.Metric{Name: "queue_sent_packets_total", Help: "Packets queued for sending. Per queue.",
-					Labels: fmt.Sprintf("queue=%q", fmt.Sprint(q.ID)), Value: func() float64 { return float64(set.Stats().Queues[i].Packets) }})
-			}
-		}
-		addr, err := cli.ServeMetrics(ctx, c.metrics, "xdpgen", ms)
+		addr, err := serveMetrics(ctx, c.metrics, c.iface, set, gens)
 		if err != nil {
 			return nil, errors.Join(err, set.Close())
 		}

@@ -149,30 +149,13 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 		}
 	}
 	if c.metrics != "" {
-		var ms []cli.Metric
-		ctr := func(name, help string, v func(r *receiver) *atomic.Uint64) {
-			ms = append(ms, cli.Metric{Name: name, Help: help, Value: func() float64 { return float64(sum(v)) }})
-			if multi {
-				for i, q := range set.Queues() {
-					ms = append(ms, cli.Metric{Name: "queue_" + name, Help: help + " Per queue.", Labels: fmt.Sprintf("queue=%q", fmt.Sprint(q.ID)),
-						Value: func() float64 { return float64(v(rs[i]).Load()) }})
-				}
-			}
-		}
-		ctr("packets_total", "Packets received.", func(r *receiver) *atomic.Uint64 { return &r.packets })
-		ctr("bytes_total", "Bytes received.", func(r *receiver) *atomic.Uint64 { return &r.bytes })
-		ctr("valid_total", "Generator packets with good checksums and payload.", func(r *receiver) *atomic.Uint64 { return &r.valid })
-		ctr("gaps_total", "Sequence numbers skipped.", func(r *receiver) *atomic.Uint64 { return &r.gaps })
-		ctr("late_total", "Packets that arrived after a later one of their flow.", func(r *receiver) *atomic.Uint64 { return &r.late })
-		ctr("bad_checksum_total", "Packets with a bad IPv4 header or UDP checksum.", func(r *receiver) *atomic.Uint64 { return &r.badUDP })
-		ctr("partial_checksum_total", "Packets whose UDP checksum field holds the unfinished pseudo-header sum.", func(r *receiver) *atomic.Uint64 { return &r.partialUDP })
-		ctr("bad_payload_total", "Generator packets with a wrong pattern or size.", func(r *receiver) *atomic.Uint64 { return &r.badData })
-		addr, err := cli.ServeMetrics(ctx, c.metrics, "xdprecv", ms)
+		addr, err := serveMetrics(ctx, c.metrics, c.iface, set, rs)
 		if err != nil {
 			return nil, errors.Join(err, set.Close(), closePcap())
 		}
 		fmt.Printf("xdprecv: metrics on http://%s/metrics\n", addr)
 	}
+
 	if multi && c.count > 0 {
 		// Stop at the total without a counter shared by the queues.
 		go func() {
