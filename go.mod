@@ -3,6 +3,7 @@ module github.com/xdpkit/xdpkit
 go 1.26.0
 
 require (
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/cilium/ebpf v0.22.0
 	github.com/gopacket/gopacket v1.7.7
 	github.com/safchain/ethtool v0.7.0
