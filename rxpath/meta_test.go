@@ -34,14 +34,23 @@ type metaRec struct {
 // the peer bring with a Poller (Config.Metadata = pollMeta), and returns
 // the program's metadata level and reason, the records, the source ports,
 // and CLOCK_TAI before the first send and after the last receive.
-func metaRun(t *testing.T, mode xsk.AttachMode, progMeta, pollMeta bool, flows, perFlow int) (level xsk.MetadataLevel, why error, recs []metaRec, ports []uint16, t0, t1 int64) {
+func metaRun(t *testing.T, mode xsk.AttachMode, progMeta, pollMeta bool, flows, perFlow int) metaResult {
 	return metaRunFrom(t, mode, progMeta, pollMeta, flows, perFlow, false)
+}
+
+// metaResult is what metaRun saw.
+type metaResult struct {
+	level  xsk.MetadataLevel
+	why    error
+	recs   []metaRec
+	ports  []uint16
+	t0, t1 int64
 }
 
 // metaRunFrom is metaRun; with xskSend the peer sends from an AF_XDP
 // socket in copy mode that asks for a TX completion timestamp on every
 // frame, instead of from UDP sockets.
-func metaRunFrom(t *testing.T, mode xsk.AttachMode, progMeta, pollMeta bool, flows, perFlow int, xskSend bool) (level xsk.MetadataLevel, why error, recs []metaRec, ports []uint16, t0, t1 int64) {
+func metaRunFrom(t *testing.T, mode xsk.AttachMode, progMeta, pollMeta bool, flows, perFlow int, xskSend bool) metaResult {
 	t.Helper()
 	vethns.Require(t)
 	a, b := vethns.NewNS(t), vethns.NewNS(t)
@@ -92,14 +101,14 @@ func metaRunFrom(t *testing.T, mode xsk.AttachMode, progMeta, pollMeta bool, flo
 	if err != nil {
 		t.Fatal(err)
 	}
-	level, why = prog.Metadata()
+	level, why := prog.Metadata()
 	pl, err = rxpath.New(&rxpath.Config{Metadata: pollMeta}, sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	total := flows * perFlow
-	recs = make([]metaRec, 0, total)
+	recs := make([]metaRec, 0, total)
 	var got atomic.Int64
 	h := rxpath.HandlerFunc(func(p *rxpath.Packet) {
 		_, sport, ok := udpPayload(p.Data)
@@ -123,7 +132,8 @@ func metaRunFrom(t *testing.T, mode xsk.AttachMode, progMeta, pollMeta bool, flo
 		}
 		time.Sleep(time.Millisecond)
 	}
-	t0 = taiNow(t)
+	var ports []uint16
+	t0 := taiNow(t)
 	if xskSend {
 		for f := range flows {
 			ports = append(ports, uint16(20000+f))
@@ -143,7 +153,7 @@ func metaRunFrom(t *testing.T, mode xsk.AttachMode, progMeta, pollMeta bool, flo
 	for deadline := time.Now().Add(5 * time.Second); got.Load() < int64(total) && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
-	t1 = taiNow(t)
+	t1 := taiNow(t)
 	cancel()
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
@@ -151,7 +161,7 @@ func metaRunFrom(t *testing.T, mode xsk.AttachMode, progMeta, pollMeta bool, flo
 	if len(recs) != total {
 		t.Fatalf("received %d of %d datagrams", len(recs), total)
 	}
-	return level, why, recs, ports, t0, t1
+	return metaResult{level, why, recs, ports, t0, t1}
 }
 
 func taiNow(t *testing.T) int64 {
@@ -170,7 +180,8 @@ func taiNow(t *testing.T) int64 {
 // timestamp, which no NIC set).
 func TestRXMetadataNative(t *testing.T) {
 	const flows, perFlow = 4, 50
-	level, why, recs, ports, t0, t1 := metaRun(t, xsk.AttachNative, true, true, flows, perFlow)
+	res := metaRun(t, xsk.AttachNative, true, true, flows, perFlow)
+	level, why, recs, ports, t0, t1 := res.level, res.why, res.recs, res.ports, res.t0, res.t1
 	if level != xsk.MetadataDevice {
 		t.Fatalf("Metadata() = %v (%v), want %v on this kernel", level, why, xsk.MetadataDevice)
 	}
@@ -214,7 +225,8 @@ func TestRXMetadataNative(t *testing.T) {
 // gives packets none (absent, not zero).
 func TestRXMetadataFallback(t *testing.T) {
 	t.Run("generic", func(t *testing.T) {
-		level, why, recs, _, t0, t1 := metaRun(t, xsk.AttachGeneric, true, true, 2, 20)
+		res := metaRun(t, xsk.AttachGeneric, true, true, 2, 20)
+		level, why, recs, t0, t1 := res.level, res.why, res.recs, res.t0, res.t1
 		if level != xsk.MetadataXDPTime || why == nil {
 			t.Fatalf("Metadata() = %v, %v; want %v with a reason", level, why, xsk.MetadataXDPTime)
 		}
@@ -236,8 +248,7 @@ func TestRXMetadataFallback(t *testing.T) {
 		{"program-off", false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, recs, _, _, _ := metaRun(t, xsk.AttachNative, c.progMeta, c.pollMeta, 2, 20)
-			for i, r := range recs {
+			for i, r := range metaRun(t, xsk.AttachNative, c.progMeta, c.pollMeta, 2, 20).recs {
 				if r.hashOK || r.rxTSOK || r.xdpOK {
 					t.Fatalf("packet %d: %+v; want no metadata", i, r)
 				}
@@ -337,7 +348,8 @@ func xskSendStamped(pair *vethns.Pair, ports []uint16, perFlow int, got *atomic.
 // this test fail on 6.18. The check stays, for a path that keeps the
 // skb.)
 func TestRXMetadataStampedSender(t *testing.T) {
-	level, why, recs, _, t0, t1 := metaRunFrom(t, xsk.AttachNative, true, true, 2, 20, true)
+	res := metaRunFrom(t, xsk.AttachNative, true, true, 2, 20, true)
+	level, why, recs, t0, t1 := res.level, res.why, res.recs, res.t0, res.t1
 	if level != xsk.MetadataDevice {
 		t.Fatalf("Metadata() = %v (%v), want %v", level, why, xsk.MetadataDevice)
 	}
