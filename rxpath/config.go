@@ -75,6 +75,11 @@ type Config struct {
 	// DefaultIdleRounds): it keeps polling while traffic flows. Negative
 	// sleeps as soon as a round comes up empty-handed.
 	IdleRounds int
+	// Metadata reads the RX metadata record that an XDP program attached
+	// with xsk.ProgramConfig.Metadata writes in front of each frame into
+	// the Packet (RXHash, RXTimestamp, XDPTime; meta.go). Off, a packet
+	// has none and nothing is read.
+	Metadata bool
 }
 
 func (c *Config) setDefaults() error {

@@ -23,6 +23,7 @@ type Packet struct {
 	copied bool
 	kept   bool
 	descs  []xsk.Desc
+	meta   meta // with Config.Metadata; meta.go
 }
 
 // Copied reports whether Data is a copy whose UMEM frame was recycled

@@ -528,6 +528,9 @@ func (p *Poller) deliver(s *sock, chain []xsk.Desc) {
 	pk := &p.pkt
 	pk.Socket, pk.Index = s.s, s.idx
 	pk.copied, pk.kept = false, false
+	if p.cfg.Metadata {
+		pk.meta.read(pl.mem, chain[0].Addr) // meta.go
+	}
 	if len(chain) == 1 {
 		d := chain[0]
 		data := pl.mem[d.Addr : d.Addr+uint64(d.Len)]

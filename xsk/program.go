@@ -52,6 +52,10 @@ type ProgramConfig struct {
 	Frags bool
 	// MaxQueues is the number of queues that can take a socket (64).
 	MaxQueues int
+	// Metadata makes the program write RX metadata in front of each frame
+	// it redirects, which rxpath.Config.Metadata reads; see
+	// Program.Metadata (metadata.go) for what the kernel and device gave.
+	Metadata bool
 }
 
 // Program is the XDP program that redirects packets into AF_XDP sockets
@@ -80,7 +84,8 @@ func AttachProgram(ifname string, cfg *ProgramConfig) (*Program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q: %w", ErrNoDevice, ifname, err)
 	}
-	p, err := xdpprog.Load(&xdpprog.Config{Filter: (*xdpprog.Filter)(c.Filter), Frags: c.Frags, MaxQueues: c.MaxQueues})
+	p, err := xdpprog.Load(&xdpprog.Config{Filter: (*xdpprog.Filter)(c.Filter), Frags: c.Frags, MaxQueues: c.MaxQueues,
+		Metadata: c.Metadata, Ifindex: ifi.Index})
 	if err != nil {
 		return nil, attachError(err)
 	}

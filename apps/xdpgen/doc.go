@@ -6,6 +6,11 @@
 // Every payload starts with a 16-byte header (magic, flow, size, sequence
 // number per flow) followed by a pattern that depends on the sequence
 // number, which xdprecv checks: loss, reordering, duplicates, corruption.
+// With -timestamp the header has its own magic and is followed by the
+// send time, CLOCK_TAI nanoseconds taken just before the datagram is
+// written into its frame (package payload), from which xdprecv measures
+// one-way latency on the same host (frames then are at least 8 bytes
+// larger than the headers' minimum).
 //
 // Kernel: Linux 5.4 or later (AF_XDP TX with need_wakeup); the offload
 // policy needs AF_XDP TX metadata (the XDP_UMEM_TX_METADATA_LEN flag,

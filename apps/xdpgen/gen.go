@@ -18,8 +18,9 @@ type gen struct {
 	sizes  []int
 	seq    []uint64
 	pat    []byte
-	hdr    [payload.HeaderLen]byte
+	hdr    [payload.HeaderLen + payload.StampLen]byte
 	hdrLen int
+	stamp  bool // -timestamp: stamped payloads
 
 	sent, bytes, waits uint64
 	k                  int              // position in sizes
@@ -63,9 +64,18 @@ func (g *gen) loop(ctx context.Context, count uint64, pps float64, batch int, se
 			f := g.sent % nflows
 			n := size - g.hdrLen
 			seq := g.seq[f]
-			payload.Put(g.hdr[:], g.ids[f], n, seq)
+			head, body := g.hdr[:payload.HeaderLen], payload.Body(g.pat, seq, n)
+			if g.stamp {
+				// The send time as late as the packet is made: what
+				// follows (the copy, the batch's Flush) is part of
+				// the latency a receiver measures.
+				payload.PutStamped(g.hdr[:], g.ids[f], n, seq, payload.TAINow())
+				head, body = g.hdr[:], body[payload.StampLen:]
+			} else {
+				payload.Put(g.hdr[:], g.ids[f], n, seq)
+			}
 			for {
-				err := g.s.SendUDP(g.flows[f], txpath.Options{}, g.hdr[:], payload.Body(g.pat, seq, n))
+				err := g.s.SendUDP(g.flows[f], txpath.Options{}, head, body)
 				if err == nil {
 					break
 				}

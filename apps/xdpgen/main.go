@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"math"
 	"net"
@@ -17,7 +18,7 @@ import (
 const usage = `xdpgen: send UDP traffic through an AF_XDP socket.
 
 Usage: xdpgen -i IFACE -dst ADDR [-q N | -queues N|LIST] [-cpus LIST|none] [-rate PPS|BPS|max] [-count N] [-duration D] [-size N|LIST|imix]
-              [-flows N] [-ipv6] [-policy auto|offload|software|nt|plain] [-src ADDR] [-dst-mac MAC]`
+              [-flows N] [-ipv6] [-policy auto|offload|software|nt|plain] [-src ADDR] [-dst-mac MAC] [-timestamp]`
 
 type config struct {
 	iface        string
@@ -38,6 +39,8 @@ type config struct {
 	ttl          int
 	metrics      string
 	quiet        bool
+	timestamp    bool
+	sizeSet      bool // -size was given
 
 	pps      float64 // 0: flat out
 	bps      float64
@@ -74,7 +77,9 @@ func main() {
 	fs.IntVar(&c.ttl, "ttl", 64, "IPv4 TTL / IPv6 hop limit")
 	fs.StringVar(&c.metrics, "metrics", "", "serve Prometheus metrics on this loopback address (e.g. 127.0.0.1:9102)")
 	fs.BoolVar(&c.quiet, "quiet", false, "no status line per second")
+	fs.BoolVar(&c.timestamp, "timestamp", false, "write the send time (CLOCK_TAI) into every payload, for xdprecv's latency")
 	app.Parse(os.Args[1:])
+	fs.Visit(func(f *flag.Flag) { c.sizeSet = c.sizeSet || f.Name == "size" })
 	if err := c.check(); err != nil {
 		app.Fail("%v", err)
 	}
@@ -207,6 +212,12 @@ func (c *config) parseSizes() error {
 		hdr = 62
 	}
 	minSize := hdr + 16 // headers and the payload header
+	if c.timestamp {
+		minSize += 8 // and the send time
+		if !c.sizeSet {
+			s = strconv.Itoa(max(64, minSize)) // the default, raised to fit
+		}
+	}
 	maxSize := c.mtu + 14
 	if s == "imix" {
 		// The simple IMIX, 7:4:1, its smallest frame raised to what the

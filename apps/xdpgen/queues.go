@@ -111,7 +111,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	gens := make([]*gen, nq)
 	pat := payload.Pattern(max(2048, maxSize))
 	for i, q := range set.Queues() {
-		g := &gen{s: q.Senders[0], sizes: c.sizes, pat: pat}
+		g := &gen{s: q.Senders[0], sizes: c.sizes, pat: pat, stamp: c.timestamp}
 		for f := i; f < c.flows; f += nq {
 			fl, err := txpath.NewUDPFlow(c.ifaceMAC, c.nextMAC,
 				netip.AddrPortFrom(c.srcAddr, uint16(c.sport+f)), netip.AddrPortFrom(c.dstAddr, uint16(c.dport)),

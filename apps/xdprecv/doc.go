@@ -23,6 +23,17 @@
 //	xdprecv -i eth1 -port 0 -duration 10s -metrics 127.0.0.1:9103
 //	xdprecv -i eth1 -queues 4 -cpus 0-3      # one pinned thread per queue
 //
+// -latency measures the one-way latency of xdpgen -timestamp payloads
+// (same host): it attaches the XDP program with RX metadata (package
+// rxpath, Config.Metadata) and subtracts the send time in the payload
+// from the device's RX timestamp, else the XDP program's CLOCK_TAI time,
+// else its own clock (-latency-clock auto|device|xdp|user), into an
+// HdrHistogram per queue; the summary and -metrics carry p50, p99, p99.9
+// and max (latency.go). The "latency" line at start says what metadata
+// the kernel and the device gave.
+//
+//	xdprecv -i eth1 -latency                 # with xdpgen -timestamp on the same host
+//
 // With -queues each queue has its own socket, UMEM, thread and counters
 // (package mq); a flow is checked for gaps on the queue it arrives on.
 // Jumbo frames (MTU above 1770) arrive as multi-buffer chains and are

@@ -11,7 +11,8 @@ import (
 
 const usage = `xdprecv: receive, count and verify UDP traffic through AF_XDP.
 
-Usage: xdprecv -i IFACE [-q N | -queues N|LIST] [-cpus LIST|none] [-port N] [-count N] [-duration D] [-pcap FILE] [-snaplen N] [-metrics 127.0.0.1:PORT]`
+Usage: xdprecv -i IFACE [-q N | -queues N|LIST] [-cpus LIST|none] [-port N] [-count N] [-duration D] [-pcap FILE] [-snaplen N] [-metrics 127.0.0.1:PORT]
+               [-latency [-latency-clock auto|device|xdp|user]]`
 
 type config struct {
 	iface    string
@@ -28,6 +29,9 @@ type config struct {
 	ring     int
 	xdpMode  string
 	quiet    bool
+	latency  bool
+	clockS   string
+	clock    int
 }
 
 func main() {
@@ -47,6 +51,8 @@ func main() {
 	fs.IntVar(&c.ring, "ring", 4096, "RX and Fill ring size (power of two)")
 	fs.StringVar(&c.xdpMode, "xdp-mode", "auto", "XDP attach mode: auto, native or generic")
 	fs.BoolVar(&c.quiet, "quiet", false, "no status line per second")
+	fs.BoolVar(&c.latency, "latency", false, "measure the one-way latency of xdpgen -timestamp packets (turns on RX metadata)")
+	fs.StringVar(&c.clockS, "latency-clock", "auto", "receive time for -latency: auto, device (RX timestamp), xdp (XDP hook time) or user")
 	app.Parse(os.Args[1:])
 
 	if _, err := cli.CheckInterface(c.iface); err != nil {
@@ -75,6 +81,9 @@ func main() {
 	default:
 		app.Fail("-xdp-mode %q: want auto, native or generic", c.xdpMode)
 	}
+	if c.clock, err = parseClock(c.clockS); err != nil {
+		app.Fail("%v", err)
+	}
 	if err := cli.CheckMetricsAddr(c.metrics); err != nil {
 		app.Fail("%v", err)
 	}
@@ -83,6 +92,9 @@ func main() {
 	defer cancel()
 	sum, err := run(ctx, cancel, &c)
 	if sum != nil {
+		if sum.Latency != nil {
+			fmt.Println("xdprecv:", sum.Latency)
+		}
 		cli.Summary(sum)
 	}
 	if err != nil {

@@ -51,6 +51,8 @@ type Summary struct {
 	CPUSeconds     float64
 	Accounting     string
 	AccountingOK   bool
+	// Latency is the one-way latency of stamped packets (-latency).
+	Latency *LatencySummary `json:",omitempty"`
 }
 
 // QueueSummary is one queue's share.
@@ -103,8 +105,9 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 		// 2048-byte frames hold 1792 bytes of a packet: larger ones come
 		// as multi-buffer chains.
 		Socket:  xsk.Config{NoTX: true, RXSize: sz, FillSize: sz, MultiBuffer: ifi.MTU+14+8 > 2048-256},
-		Program: &xsk.ProgramConfig{Filter: filter, Mode: mode},
+		Program: &xsk.ProgramConfig{Filter: filter, Mode: mode, Metadata: c.latency},
 	}
+	cfg.Poller.Metadata = c.latency
 	cli.QueueConfig(cfg, c.queues, c.cpus)
 	set, err := mq.Open(cfg)
 	if err != nil {
@@ -112,11 +115,16 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 	}
 	multi := len(set.Queues()) > 1
 	rs := make([]*receiver, len(set.Queues()))
+	var lats []*latency
 	for i := range rs {
 		r := &receiver{pat: payload.Pattern(65536), flat: make([]byte, 0, 65536), next: make([]uint64, 65536),
 			count: c.count, stop: cancel, ttlMin: 256, pcap: pcap}
 		if multi {
 			r.count = 0 // the watcher below stops at the total
+		}
+		if c.latency {
+			r.lat = newLatency(c.clock)
+			lats = append(lats, r.lat)
 		}
 		rs[i] = r
 	}
@@ -139,6 +147,14 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 		"xdprecv: kernel features: %s; XDP %s; device facts from %s\n",
 		c.iface, strings.Join(qdesc, " "), c.port, set.Programs()[0].Mode(), q0.Sockets[0].ZeroCopy(), q0.Sockets[0].MultiBuffer(),
 		q0.Sockets[0].Features(), attachVia(set.Programs()[0]), factsFrom(c.iface))
+	if c.latency {
+		level, why := set.Programs()[0].Metadata()
+		readyMsg += fmt.Sprintf("xdprecv: latency: %s clock; RX metadata %s", clockNames[c.clock], level)
+		if why != nil {
+			readyMsg += fmt.Sprintf(" (not more: %v)", strings.ReplaceAll(why.Error(), "\n", "; "))
+		}
+		readyMsg += "\n"
+	}
 	var notReady atomic.Int32
 	notReady.Store(int32(len(rs)))
 	for _, r := range rs {
@@ -149,7 +165,7 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 		}
 	}
 	if c.metrics != "" {
-		addr, err := serveMetrics(ctx, c.metrics, c.iface, set, rs)
+		addr, err := serveMetrics(ctx, c.metrics, c.iface, set, rs, latencyMetrics(lats)...)
 		if err != nil {
 			return nil, errors.Join(err, set.Close(), closePcap())
 		}
@@ -241,6 +257,7 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 		out.Accounting = err.Error()
 	}
 	out.CPUSeconds = (cli.CPUTime() - cpu0).Seconds()
+	out.Latency = latencySummary(lats)
 	return out, errors.Join(runErr, err, closePcap())
 }
 

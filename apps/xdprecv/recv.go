@@ -28,6 +28,7 @@ type receiver struct {
 	pcap   *pcapWriter
 	ttlMin int
 	ttlMax int
+	lat    *latency // -latency; nil without
 
 	packets, bytes, valid              atomic.Uint64
 	ready                              func() // called after the poller's first round
@@ -102,12 +103,20 @@ func (r *receiver) Receive(p *rxpath.Packet) {
 		return
 	}
 	data := udp[8:]
-	h, ok := payload.Parse(data)
+	h, sent, stamped, ok := payload.ParseAny(data)
 	if !ok {
 		r.other.Add(1)
 		return
 	}
-	if !payload.Check(r.pat, data, h) {
+	if stamped {
+		if !payload.CheckStamped(r.pat, data, h) {
+			r.badData.Add(1)
+			return
+		}
+		if r.lat != nil {
+			r.lat.observe(p, sent)
+		}
+	} else if !payload.Check(r.pat, data, h) {
 		r.badData.Add(1)
 		return
 	}

@@ -83,7 +83,7 @@ func (b *builder) mark(label string) {
 // Registers while filtering: R6 ctx, R7 data, R8 data_end, R9 the header
 // being parsed (L3, then L4), R4 the L4 protocol; R0-R5 scratch. No helper
 // is called before the final bpf_redirect_map, so no register is clobbered.
-func instructions(f *filter) asm.Instructions {
+func instructions(f *filter, m *metaPlan) asm.Instructions {
 	b := &builder{}
 	b.emit(asm.Mov.Reg(asm.R6, asm.R1))
 	if f != nil {
@@ -91,6 +91,7 @@ func instructions(f *filter) asm.Instructions {
 	}
 	// return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
 	b.mark(lblRedirect)
+	b.meta(m) // meta.go; nothing without metadata
 	b.emit(
 		asm.LoadMapPtr(asm.R1, 0).WithReference(symXSKs),
 		asm.LoadMem(asm.R2, asm.R6, mdRxQueueIndex, asm.Word),

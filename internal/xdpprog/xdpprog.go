@@ -79,6 +79,12 @@ type Config struct {
 	// MaxQueues is the size of the XSKMAP, the highest queue index plus
 	// one that can take a socket (default DefaultMaxQueues).
 	MaxQueues int
+	// Metadata makes the program write RX metadata in front of each
+	// redirected frame (meta.go); Ifindex is the device to bind it to,
+	// for the driver's RX timestamp and hash. See Program.Metadata for
+	// what the kernel and device allowed.
+	Metadata bool
+	Ifindex  int
 }
 
 // Sentinel errors, matched with errors.Is.
@@ -141,6 +147,7 @@ type Program struct {
 	ports  *ebpf.Map // port bitmap (8192 bytes), nil without DstPorts
 	prog   *ebpf.Program
 	frags  bool      // prog was loaded with BPF_F_XDP_HAS_FRAGS
+	meta   *metaPlan // RX metadata variant, nil without Config.Metadata
 	link   io.Closer // a link.Link, or a netlinkXDP without XDP bpf_links
 	mode   Mode      // mode of link, valid while link != nil
 	closed bool
@@ -189,7 +196,11 @@ func Load(cfg *Config) (*Program, error) {
 			return nil, err
 		}
 	}
-	p.prog, err = p.load(c.Frags)
+	if c.Metadata {
+		p.prog, err = p.loadMetaFirst(c.Frags)
+	} else {
+		p.prog, err = p.load(c.Frags)
+	}
 	if err != nil {
 		p.closeAll()
 		return nil, err
@@ -228,7 +239,7 @@ func (p *Program) loadPorts() error {
 // load assembles and loads the program, with or without
 // BPF_F_XDP_HAS_FRAGS, against p's maps.
 func (p *Program) load(frags bool) (*ebpf.Program, error) {
-	insns := instructions(p.filter)
+	insns := instructions(p.filter, p.meta)
 	if err := insns.AssociateMap(symXSKs, p.xsks); err != nil {
 		return nil, fmt.Errorf("xdpprog: %w", err)
 	}
@@ -247,6 +258,7 @@ func (p *Program) load(frags bool) (*ebpf.Program, error) {
 	if frags {
 		spec.Flags = unix.BPF_F_XDP_HAS_FRAGS
 	}
+	p.meta.apply(spec)
 	prog, err := ebpf.NewProgram(spec)
 	if err != nil {
 		op := "load program"
@@ -359,6 +371,11 @@ func (p *Program) attachNative(ifindex int) error {
 }
 
 func (p *Program) attach(ifindex int, mode Mode) error {
+	if mode == ModeGeneric {
+		if err := p.unbindForGeneric(); err != nil {
+			return err
+		}
+	}
 	flags := link.XDPDriverMode
 	if mode == ModeGeneric {
 		flags = link.XDPGenericMode
