@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -20,16 +21,16 @@ const (
 	xdpFlagsDrvMode         = 1 << 2
 )
 
-// noXDPLink reports whether a failed link.AttachXDP of the XDP program
-// progFD means the kernel has no XDP bpf_links: cilium/ebpf's probe found
+// noXDPLink reports whether a failed link.AttachXDP means the kernel has
+// no XDP bpf_links: cilium/ebpf's probe found
 // no BPF_LINK_CREATE (before Linux 5.7), or BPF_LINK_CREATE refused the
 // XDP attach type (5.7, 5.8). Any other EINVAL is the attach's own error
 // and is returned as such: the probe, made once, tells the two apart.
-func noXDPLink(err error, progFD int) bool {
+func noXDPLink(err error) bool {
 	if errors.Is(err, ebpf.ErrNotSupported) {
 		return true
 	}
-	return errors.Is(err, unix.EINVAL) && !haveXDPLinks(progFD)
+	return errors.Is(err, unix.EINVAL) && !haveXDPLinks()
 }
 
 var xdpLinks struct {
@@ -40,15 +41,29 @@ var xdpLinks struct {
 // haveXDPLinks probes, once per process and only when an attach failed
 // with EINVAL, whether BPF_LINK_CREATE knows the XDP attach type (Linux
 // 5.9, aa8d3a716b59). The errno alone cannot tell: a kernel with XDP
-// links also answers EINVAL for a missing interface or bad flags. So the
-// probe asks for a native-mode link of progFD to the loopback device of a
-// network namespace of its own, made for the probe on a thread that never
-// runs anything else: a kernel with XDP links finds the device and refuses
-// native mode (EOPNOTSUPP: loopback has no driver XDP), one without
-// refuses the attach type (EINVAL). Nothing outside that namespace is
-// touched, and the namespace goes with the thread.
-func haveXDPLinks(progFD int) bool {
+// links also answers EINVAL for a missing interface, bad flags or a
+// device-bound program on another device. So the probe loads a program of
+// its own (XDP_PASS, bound to no device) and asks for a native-mode link
+// of it to the loopback device of a network namespace made for the probe,
+// on a thread that never runs anything else: a kernel with XDP links
+// finds the device and refuses native mode (EOPNOTSUPP: loopback has no
+// driver XDP), one without refuses the attach type (EINVAL). Nothing
+// outside that namespace is touched, and the namespace goes with the
+// thread. When the probe cannot run (no CAP_SYS_ADMIN for the namespace,
+// no program) it answers that links exist, and the attach's EINVAL is
+// returned as it is.
+func haveXDPLinks() bool {
 	xdpLinks.once.Do(func() {
+		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+			Type:         ebpf.XDP,
+			License:      "GPL",
+			Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2 /* XDP_PASS */), asm.Return()},
+		})
+		if err != nil {
+			xdpLinks.ok = true
+			return
+		}
+		defer prog.Close()
 		done := make(chan unix.Errno, 1)
 		go func() {
 			// Never unlocked: the thread ends with the goroutine,
@@ -58,7 +73,7 @@ func haveXDPLinks(progFD int) bool {
 				done <- 0 // cannot probe: keep the bpf_link error
 				return
 			}
-			done <- linkCreateXDP(progFD, 1, xdpFlagsDrvMode)
+			done <- linkCreateXDP(prog.FD(), 1, xdpFlagsDrvMode)
 		}()
 		xdpLinks.ok = <-done != unix.EINVAL
 	})

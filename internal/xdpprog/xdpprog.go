@@ -382,7 +382,7 @@ func (p *Program) attach(ifindex int, mode Mode) error {
 	}
 	var l io.Closer
 	l, err := link.AttachXDP(link.XDPOptions{Program: p.prog, Interface: ifindex, Flags: flags})
-	if err != nil && noXDPLink(err, p.prog.FD()) {
+	if err != nil && noXDPLink(err) {
 		// A kernel without XDP bpf_links (before 5.9): attach through
 		// rtnetlink, as ip link set xdp does.
 		nl, nerr := attachNetlink(p.prog.FD(), ifindex, mode)
