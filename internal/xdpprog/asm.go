@@ -97,8 +97,9 @@ func instructions(f *filter, m *metaPlan) asm.Instructions {
 		asm.LoadMem(asm.R2, asm.R6, mdRxQueueIndex, asm.Word),
 		asm.Mov.Imm(asm.R3, xdpPass),
 		asm.FnRedirectMap.Call(),
-		asm.Return(),
 	)
+	b.metaUndo(m) // meta.go; nothing without metadata
+	b.emit(asm.Return())
 	if f != nil {
 		b.mark(lblPass)
 		b.emit(

@@ -43,6 +43,7 @@ const (
 	lblMetaDone   = "meta_done"
 	lblMetaNoTS   = "meta_no_ts"
 	lblMetaNoHash = "meta_no_hash"
+	lblMetaKeep   = "meta_keep"
 
 	// BPF_F_XDP_DEV_BOUND_ONLY (include/uapi/linux/bpf.h, Linux 6.3).
 	bpfFXDPDevBoundOnly = 1 << 6
@@ -188,6 +189,27 @@ func (b *builder) meta(m *metaPlan) {
 		asm.StoreImm(asm.R2, 28, MetaMagic, asm.Word),
 	)
 	b.mark(lblMetaDone)
+}
+
+// metaUndo takes the record back off a packet that bpf_redirect_map
+// passed to the stack (XDP_PASS: no socket on its queue): left on, it
+// would reach the skb as metadata (veth and generic XDP keep it), where
+// GRO does not merge packets whose metadata differ, and every record
+// differs by its time. R0 holds the verdict and is kept; R6 (ctx)
+// survived the helper call. An adjust that fails (no record was put on:
+// the meta area is empty) changes nothing.
+func (b *builder) metaUndo(m *metaPlan) {
+	if m == nil || m.level == MetaNone {
+		return
+	}
+	b.emit(
+		asm.JNE.Imm(asm.R0, xdpPass, lblMetaKeep),
+		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.Mov.Imm(asm.R2, MetaLen),
+		asm.FnXdpAdjustMeta.Call(),
+		asm.Mov.Imm(asm.R0, xdpPass),
+	)
+	b.mark(lblMetaKeep)
 }
 
 // loadMetaFirst loads the program for Load when Config.Metadata asks for

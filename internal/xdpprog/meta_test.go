@@ -79,6 +79,15 @@ func TestMetaXDPTime(t *testing.T) {
 	if ret, meta := runMeta(t, pf); ret != retPass || len(meta) != 0 {
 		t.Errorf("passed packet: %s with %d bytes of metadata, want XDP_PASS without", retName(ret), len(meta))
 	}
+
+	// Nor does a matching packet on a queue without a socket, which
+	// bpf_redirect_map passes to the stack: the record is taken back off
+	// (left on, the skb would carry it, and GRO merges no two packets
+	// whose metadata differ).
+	nosock := load(t, &Config{Metadata: true})
+	if ret, meta := runMeta(t, nosock); ret != retPass || len(meta) != 0 {
+		t.Errorf("packet without a socket: %s with %d bytes of metadata, want XDP_PASS without", retName(ret), len(meta))
+	}
 }
 
 // TestMetaOff: without Config.Metadata the program is the plain one.
