@@ -65,8 +65,8 @@ stress-test:
 	@sha256sum /dev/zero & l1=$$!; sha256sum /dev/zero & l2=$$!; \
 	trap 'kill $$l1 $$l2 2>/dev/null' EXIT INT TERM; \
 	echo "stress-test: load pids $$l1 $$l2"; \
-	CI=true timeout --foreground $(STRESSTIMEOUT) sh -c '$(GO) test -count=$(STRESSCOUNT) -p 1 -timeout $(STRESSTIMEOUT) $(TESTFLAGS) $(STRESSPKGS) && \
-	  cd apps && $(GO) test -count=$(STRESSCOUNT) -p 1 -timeout $(STRESSTIMEOUT) $(TESTFLAGS) $(STRESSAPPSPKGS)'; \
+	CI=true timeout --foreground $(STRESSTIMEOUT) $(GO) test -count=$(STRESSCOUNT) -p 1 -timeout $(STRESSTIMEOUT) $(TESTFLAGS) $(STRESSPKGS) && \
+	  (cd apps && CI=true timeout --foreground $(STRESSTIMEOUT) $(GO) test -count=$(STRESSCOUNT) -p 1 -timeout $(STRESSTIMEOUT) $(TESTFLAGS) $(STRESSAPPSPKGS)); \
 	rc=$$?; kill $$l1 $$l2 2>/dev/null; wait $$l1 $$l2 2>/dev/null; exit $$rc
 
 # Packages whose tests run under the race detector in make test (the
@@ -77,7 +77,7 @@ APPSRACEPKGS ?= ./internal/...
 # ./apps/xdpfwd, is fuzzed from its module's directory); make fuzz
 # FUZZTIME=10m runs each longer.
 FUZZTARGETS ?= ./csum:FuzzSum ./csum:FuzzUpdate ./csum:FuzzFillFrame ./csum:FuzzVerify ./nt:FuzzCopy \
-               ./internal/pkt:FuzzParse ./pkt:FuzzReplyUDP ./rxpath:FuzzSplitPacket
+               ./internal/pkt:FuzzParse ./pkt:FuzzReplyUDP ./rxpath:FuzzSplitPacket ./apps/xdpfwd:FuzzParseChain
 FUZZTIME    ?= 30s
 CI_FUZZTIME ?= 5s
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/xdpkit/xdpkit/apps/internal/cli"
 	"github.com/xdpkit/xdpkit/apps/internal/topo"
 	"github.com/xdpkit/xdpkit/test/vethns"
@@ -18,8 +20,9 @@ import (
 
 // latencySummary is the part of xdprecv's summary the latency test reads.
 type latencySummary struct {
-	Valid   uint64
-	Latency *struct {
+	Valid      uint64
+	XDPDropped uint64
+	Latency    *struct {
 		Clock                         string
 		Samples                       int64
 		P50Us, P99Us, P999Us, MaxUs   float64
@@ -117,10 +120,27 @@ func TestLatency(t *testing.T) {
 	if !strings.Contains(out, "RX metadata kfuncs") {
 		t.Errorf("the ready line does not say the program got the RX metadata kfuncs")
 	}
-	// veth in a namespace pair loses nothing at 20k pps with the default
-	// rings; every valid datagram is stamped and timed by the XDP clock.
-	if rs.Valid != n || l.Samples != n || l.FromXDP != n || l.FromUser != 0 || l.FromDevice != 0 || l.Negative != 0 || l.NoClock != 0 {
-		t.Errorf("valid %d of %d; latency %+v; want every datagram timed by the XDP clock", rs.Valid, n, *l)
+	// Every valid datagram is stamped and timed by the XDP clock. A
+	// datagram may be lost only where the kernel counts it: the socket's
+	// XDP_STATISTICS or veth's drops (its 256-entry XDP ring on a busy
+	// machine).
+	var vethDrops uint64
+	for _, l := range []*vethns.Link{pair.A, pair.B} {
+		if err := l.NS.Do(func() error {
+			nl, err := netlink.LinkByName(l.Name)
+			if err == nil && nl.Attrs().Statistics != nil {
+				vethDrops += nl.Attrs().Statistics.RxDropped + nl.Attrs().Statistics.TxDropped
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rs.Valid+rs.XDPDropped+vethDrops < n || rs.Valid == 0 {
+		t.Errorf("valid %d of %d, with %d socket and %d veth drops: a loss no kernel counter explains", rs.Valid, n, rs.XDPDropped, vethDrops)
+	}
+	if uint64(l.Samples) != rs.Valid || l.FromXDP != rs.Valid || l.FromUser != 0 || l.FromDevice != 0 || l.Negative != 0 || l.NoClock != 0 {
+		t.Errorf("valid %d; latency %+v; want every valid datagram timed by the XDP clock", rs.Valid, *l)
 	}
 	maxUs := float64(took.Microseconds())
 	if !(l.P50Us > 0 && l.P50Us <= l.P99Us && l.P99Us <= l.P999Us && l.P999Us <= l.MaxUs && l.MaxUs < maxUs) {
@@ -137,7 +157,7 @@ func TestLatency(t *testing.T) {
 	if !(q[0] > 0 && q[0] <= q[1] && q[1] <= q[2] && q[2] <= q[3] && q[3] < took.Seconds()) {
 		t.Errorf("metric quantiles %v: want 0 < p50 <= p99 <= p99.9 <= max < %v s", q, took.Seconds())
 	}
-	if v, _ := metricValue(expo, "xdprecv_latency_samples_total"); v != n {
-		t.Errorf("xdprecv_latency_samples_total %v, want %d", v, n)
+	if v, _ := metricValue(expo, "xdprecv_latency_samples_total"); v != float64(rs.Valid) {
+		t.Errorf("xdprecv_latency_samples_total %v, want the summary's %d", v, rs.Valid)
 	}
 }

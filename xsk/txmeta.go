@@ -20,7 +20,7 @@ import (
 //     software time, CLOCK_TAI, taken when the kernel frees the sent skb
 //     (xsk_destruct_skb: after the driver's transmit; for veth, once the
 //     peer has taken the packet).
-//   - XDP_TXMD_FLAGS_LAUNCH_TIME (Linux 6.14) asks the device to send the
+//   - XDP_TXMD_FLAGS_LAUNCH_TIME (Linux 6.15) asks the device to send the
 //     frame no earlier than LaunchTime, in the clock of the queue's
 //     launch-time offload (the NIC's PTP clock, set up with the taprio or
 //     etf qdisc). Only a driver that advertises tx-launch-time-fifo (igc,
@@ -93,7 +93,7 @@ func (s *Socket) LaunchTime() error {
 func (s *Socket) deviceHas(feature string, bit XSKFeatures) error {
 	d, err := Device(s.ifname)
 	if err != nil {
-		return &FeatureError{feature, fmt.Sprintf("cannot ask the device: %v", err)}
+		return fmt.Errorf("xsk: %s: cannot ask %s what it supports: %w", feature, s.ifname, err)
 	}
 	if d.XSKFeatures&bit == 0 {
 		return &FeatureError{feature, fmt.Sprintf("%s (driver %s) does not advertise %s (its xsk-features: %q, from %s)",

@@ -158,12 +158,44 @@ func (s *LatencySummary) String() string {
 		s.Clock, s.Samples, s.FromDevice, s.FromXDP, s.FromUser, s.Negative, s.NoClock, s.P50Us, s.P99Us, s.P999Us, s.MaxUs)
 }
 
+// latencyView merges the queues' histograms for the metrics once per
+// scrape, not once per series, into a histogram of its own kept between
+// scrapes: a merge takes each queue's lock, which the receive path takes
+// for every packet.
+type latencyView struct {
+	ls []*latency
+	mu sync.Mutex
+	h  *hdrhistogram.Histogram
+	at time.Time
+}
+
+// value returns f of the merged histogram, merging again when the last
+// merge is older than a scrape's duration.
+func (v *latencyView) value(f func(h *hdrhistogram.Histogram) float64) float64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.h == nil {
+		v.h = hdrhistogram.New(latMin, latMax, latDigits)
+	}
+	if now := time.Now(); now.Sub(v.at) > 100*time.Millisecond {
+		v.h.Reset()
+		for _, l := range v.ls {
+			l.mu.Lock()
+			v.h.Merge(l.h)
+			l.mu.Unlock()
+		}
+		v.at = now
+	}
+	return f(v.h)
+}
+
 // latencyMetrics are the percentiles and counts for -metrics, computed
 // from the histograms at scrape time.
 func latencyMetrics(ls []*latency) []cli.Metric {
 	if len(ls) == 0 {
 		return nil
 	}
+	view := &latencyView{ls: ls}
 	var ms []cli.Metric
 	for _, q := range []struct {
 		label string
@@ -172,14 +204,17 @@ func latencyMetrics(ls []*latency) []cli.Metric {
 		ms = append(ms, cli.Metric{Name: "latency_seconds", Help: "One-way latency of timestamped generator packets, by quantile (1: the largest).",
 			Labels: prometheus.Labels{"quantile": q.label}, Gauge: true,
 			Value: func() float64 {
-				h, _ := mergeLatency(ls)
-				if q.q == 100 {
-					return float64(h.Max()) / 1e9
-				}
-				return float64(h.ValueAtQuantile(q.q)) / 1e9
+				return view.value(func(h *hdrhistogram.Histogram) float64 {
+					if q.q == 100 {
+						return float64(h.Max()) / 1e9
+					}
+					return float64(h.ValueAtQuantile(q.q)) / 1e9
+				})
 			}})
 	}
 	ms = append(ms, cli.Metric{Name: "latency_samples_total", Help: "Timestamped generator packets whose latency was recorded.",
-		Value: func() float64 { h, _ := mergeLatency(ls); return float64(h.TotalCount()) }})
+		Value: func() float64 {
+			return view.value(func(h *hdrhistogram.Histogram) float64 { return float64(h.TotalCount()) })
+		}})
 	return ms
 }

@@ -239,7 +239,7 @@ func (p *Program) loadMetaFirst(frags bool) (*ebpf.Program, error) {
 			return prog, nil
 		}
 		if level == MetaNone {
-			return nil, err
+			return nil, errors.Join(append(whys, err)...)
 		}
 		whys = append(whys, fmt.Errorf("%v load: %w", level, err))
 	}
