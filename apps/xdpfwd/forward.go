@@ -29,7 +29,8 @@ type port struct {
 	addr6   netip.Addr
 	sock    *xsk.Socket
 	prog    *xsk.Program
-	pend    []xsk.Desc // kept frames to put on the TX ring
+	pend    []xsk.Desc // kept frames of forwarded packets to put on the TX ring
+	icmp    []xsk.Desc // ICMP errors built here, to put on the TX ring after pend
 	comp    []uint64   // completions scratch
 
 	// L2: the configured destination MAC of frames leaving here, or the
@@ -47,13 +48,16 @@ type port struct {
 
 // counters are updated by one queue's poller goroutine and read by the
 // status line; the pads keep them out of other queues' cache lines.
+// forwarded, bytes and icmpSent move when the TX ring takes the packets
+// (flush); a packet the full TX ring refused is counted in txFull (or,
+// for an ICMP error, icmpTXFull) instead.
 type counters struct {
 	_                                      cpu.CacheLinePad
 	forwarded, bytes                       atomic.Uint64
 	ttlExpired, icmpSent, icmpLimited      atomic.Uint64
 	noRoute, noNeighbour, notRoutable      atomic.Uint64
 	notIP, parseErrors, txFull, noRoomICMP atomic.Uint64
-	partialFinished                        atomic.Uint64
+	icmpTXFull, partialFinished            atomic.Uint64
 	_                                      cpu.CacheLinePad
 }
 
@@ -192,8 +196,6 @@ func (f *forwarder) handle(p *rxpath.Packet, in *port) {
 	pkt.SetMACs(b, dst, out.mac)
 	out.pend = p.Keep(out.pend)
 	f.pending++
-	f.c.forwarded.Add(1)
-	f.c.bytes.Add(uint64(p.Len))
 }
 
 // timeExceeded answers an expiring packet with ICMP (or ICMPv6) time
@@ -273,47 +275,68 @@ func (f *forwarder) timeExceeded(p *rxpath.Packet, in *port) {
 	}
 	d.Len = uint32(l3 + hdr + quote)
 	d.Options = 0
-	in.pend = append(in.pend, d)
+	in.icmp = append(in.icmp, d)
 	f.pending++
-	f.c.icmpSent.Add(1)
 }
 
-// flush puts every port's pending descriptors on its TX ring, wakes the
-// kernel, and gives completed frames back to the UMEM allocator.
+// flush puts every port's pending descriptors on its TX ring (forwarded
+// packets, then ICMP errors), wakes the kernel, and gives completed frames
+// back to the UMEM allocator.
 func (f *forwarder) flush() {
 	for _, q := range f.ports {
-		if len(q.pend) == 0 {
+		if len(q.pend) == 0 && len(q.icmp) == 0 {
 			f.reap(q)
 			continue
 		}
-		tx := q.sock.TX()
-		n := tx.Produce(q.pend) // never splits a multi-buffer packet
-		if n < len(q.pend) {
-			// The ring is full: let the kernel drain it, then try once more.
-			f.kick(q)
-			f.reap(q)
-			n += tx.Produce(q.pend[n:])
-		}
-		q.inflight += n
-		if rest := q.pend[n:]; len(rest) > 0 {
-			// Counted as forwarded when handled; they are dropped instead.
-			var bytes, pkts uint64
-			for _, d := range rest {
-				bytes += uint64(d.Len)
-				if d.Options&xsk.OptContd == 0 {
-					pkts++
-				}
-				_ = f.u.Put(d.Addr)
+		if len(q.pend) > 0 {
+			pkts, bytes, refused := f.produce(q, q.pend)
+			f.c.forwarded.Add(pkts)
+			f.c.bytes.Add(bytes)
+			if refused > 0 {
+				f.c.txFull.Add(refused)
 			}
-			f.c.txFull.Add(pkts)
-			f.c.forwarded.Add(^(pkts - 1))
-			f.c.bytes.Add(^(bytes - 1))
+			q.pend = q.pend[:0]
 		}
-		q.pend = q.pend[:0]
+		if len(q.icmp) > 0 {
+			pkts, _, refused := f.produce(q, q.icmp)
+			f.c.icmpSent.Add(pkts)
+			if refused > 0 {
+				f.c.icmpTXFull.Add(refused)
+			}
+			q.icmp = q.icmp[:0]
+		}
 		f.kick(q)
 		f.reap(q)
 	}
 	f.pending = 0
+}
+
+// produce puts descs on q's TX ring; when the ring is full it lets the
+// kernel drain it and tries once more, then gives the frames of what
+// still does not fit back to the UMEM. It returns the packets and bytes
+// the ring took and the packets it refused.
+func (f *forwarder) produce(q *port, descs []xsk.Desc) (pkts, bytes, refused uint64) {
+	tx := q.sock.TX()
+	n := tx.Produce(descs) // never splits a multi-buffer packet
+	if n < len(descs) {
+		f.kick(q)
+		f.reap(q)
+		n += tx.Produce(descs[n:])
+	}
+	q.inflight += n
+	for _, d := range descs[:n] {
+		bytes += uint64(d.Len)
+		if d.Options&xsk.OptContd == 0 {
+			pkts++
+		}
+	}
+	for _, d := range descs[n:] {
+		if d.Options&xsk.OptContd == 0 {
+			refused++
+		}
+		_ = f.u.Put(d.Addr)
+	}
+	return pkts, bytes, refused
 }
 
 // kick wakes the kernel while it has descriptors to take (copy mode sends
