@@ -22,7 +22,12 @@
 //	        source the MAC of -o), keeps the frames (Packet.Keep) and puts
 //	        them on the TX ring of a second socket on -o that shares the
 //	        UMEM: zero copies. Completed frames return to the UMEM allocator,
-//	        from which the poller refills the Fill ring.
+//	        from which the poller refills the Fill ring. --l3 routes as
+//	        well, with xdpfwd's per-packet rewrite (apps/xdpfwd's handle):
+//	        pkt.Parse, pkt.DecTTL (IPv4 checksum updated incrementally),
+//	        pkt.SetMACs' rewrite, --dst-mac standing for the next hop that
+//	        xdpfwd looks up; a packet that is malformed, not IP or whose
+//	        TTL would expire is not kept (counted in "not_routed").
 //
 // Defaults match xdpbench's: rings of 2048 entries, batch 64, 4096 frames
 // of 4096 bytes, copy mode, need_wakeup on, native XDP. At the end it

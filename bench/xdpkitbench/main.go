@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpkit/xdpkit/csum"
+	"github.com/xdpkit/xdpkit/internal/pkt"
 	"github.com/xdpkit/xdpkit/rxpath"
 	"github.com/xdpkit/xdpkit/txpath"
 	"github.com/xdpkit/xdpkit/umem"
@@ -52,6 +53,7 @@ type options struct {
 	noWakeup          bool
 	txBudget          int
 	tx                string
+	l3                bool
 	srcMAC, dstMAC    net.HardwareAddr
 	srcIP, dstIP      netip.Addr
 	srcPort, dstPort  int
@@ -141,6 +143,7 @@ func parseArgs(args []string) {
 	boolean(&o.generic, "S", "skb-mode", "attach XDP in generic (skb) mode, not native")
 	boolean(&o.zc, "z", "zero-copy", "bind with XDP_ZEROCOPY instead of XDP_COPY")
 	boolean(&o.noWakeup, "", "no-wakeup", "bind without XDP_USE_NEED_WAKEUP")
+	boolean(&o.l3, "", "l3", "fwd: route: parse, decrement the TTL (checksum updated), drop what must not be routed, then rewrite the MACs")
 	num(&o.txBudget, "", "tx-budget", 0, "set XDP_MAX_TX_SKB_BUDGET (Linux 6.17)")
 	str(&o.tx, "", "tx", "sender", "txonly: sender (txpath.Sender) | ring (xsk's TX ring kept full)")
 	fs.Var(macFlag{&o.srcMAC}, "src-mac", "txonly: source MAC (the interface's)")
@@ -191,6 +194,8 @@ func parseArgs(args []string) {
 		die("-F %d: want at least 64", o.frames)
 	case o.tx != "sender" && o.tx != "ring":
 		die("--tx %q: want sender or ring", o.tx)
+	case o.l3 && o.mode != "fwd":
+		die("--l3 is only for fwd")
 	}
 }
 
@@ -529,6 +534,9 @@ type receiver struct {
 	txFull    uint64
 	batch     int
 	kicks     uint64
+	l3        bool
+	fr        pkt.Frame
+	notRouted uint64
 }
 
 func (r *receiver) Receive(p *rxpath.Packet) {
@@ -544,8 +552,14 @@ func (r *receiver) Receive(p *rxpath.Packet) {
 	}
 	if r.out != nil {
 		if len(p.Data) >= ethLen && len(p.Segments) == 1 {
-			copy(p.Data[:12], r.hdr[:])
-			r.pend = p.Keep(r.pend)
+			// --l3: xdpfwd's per-packet rewrite (pkt.Parse, pkt.DecTTL,
+			// then the MACs), the next hop given.
+			if r.l3 && (pkt.Parse(p.Data, &r.fr) != nil || !pkt.DecTTL(p.Data, &r.fr)) {
+				r.notRouted++ // not kept: the poller recycles the frame
+			} else {
+				copy(p.Data[:12], r.hdr[:])
+				r.pend = p.Keep(r.pend)
+			}
 		}
 		if len(r.pend) >= r.batch {
 			r.flush()
@@ -636,7 +650,7 @@ func runRX(fwd bool) {
 	if err != nil {
 		die("socket on %s queue %d: %v", o.ifname, o.queue, err)
 	}
-	r := &receiver{batch: o.batch}
+	r := &receiver{batch: o.batch, l3: o.l3}
 	if fwd {
 		r.out, err = xsk.New(o.outIfname, o.outQueue, u, socketConfig(true, false))
 		if err != nil {
@@ -699,7 +713,8 @@ func runRX(fwd bool) {
 		st.RXFillRingEmptyDesc, st.RXInvalidDescs, wall.Seconds(), o.ifname, o.queue, o.batch, o.ring,
 		o.frameSize, kicks, allocs)
 	if fwd {
-		fmt.Fprintf(&b, `,"out_iface":%q,"tx_completed":%d,"tx_full":%d`, o.outIfname, r.completed, r.txFull)
+		fmt.Fprintf(&b, `,"out_iface":%q,"tx_completed":%d,"tx_full":%d,"l3":%v,"not_routed":%d`,
+			o.outIfname, r.completed, r.txFull, o.l3, r.notRouted)
 	}
 	b.WriteString("}\n")
 	os.Stdout.WriteString(b.String())
