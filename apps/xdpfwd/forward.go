@@ -83,6 +83,12 @@ type forwarder struct {
 	icmpSecond int64
 	icmpLeft   int
 
+	// now is the clock of the round (unix nanoseconds) for the next-hop
+	// cache, read at its first routed packet: one clock read per round,
+	// not per packet.
+	now    int64
+	hasNow bool
+
 	c counters
 }
 
@@ -101,13 +107,51 @@ func (f *forwarder) Receive(p *rxpath.Packet) {
 // csum.Partial): the kernel would have finished it on the way out, and a
 // receiver behind the forwarder is not told it is partial. A wrong
 // checksum that happens to equal the pseudo-header sum (1 in 65535) is
-// finished too.
+// finished too. ip is the IP datagram of f.fr.
+//
+// Only a field that equals the pseudo-header sum can be partial, and the
+// pseudo-header sum comes from the headers: a packet whose field differs
+// (every finished checksum but 1 in 65535) is left without summing its
+// payload, which would read every cache line of the packet.
 func (f *forwarder) finishPartial(ip []byte) {
+	if !f.mayBePartial(ip) {
+		return
+	}
 	if v, err := csum.VerifyTransport(ip); err == nil && v == csum.Partial {
 		if csum.FillTransport(ip) == nil {
 			f.c.partialFinished.Add(1)
 		}
 	}
+}
+
+// mayBePartial reports whether the UDP or TCP checksum field of the IP
+// datagram ip (parsed into f.fr, its transport header in ip) can hold the
+// pseudo-header sum, as csum.VerifyTransport tells Partial from the rest.
+// It is true for what it does not work out itself (IPv6 extension
+// headers): VerifyTransport then decides.
+func (f *forwarder) mayBePartial(ip []byte) bool {
+	fr := &f.fr
+	l4 := fr.L4 - fr.L3
+	n := len(ip) - l4 // the transport segment
+	field := l4 + 6
+	if fr.Proto == pkt.ProtoTCP {
+		field = l4 + 16
+	}
+	if n < 0 || field+2 > len(ip) {
+		return true
+	}
+	var pseudo uint32
+	switch {
+	case fr.EtherType == pkt.EtherTypeIPv4:
+		pseudo = csum.PseudoHeaderIPv4(fr.Src.As4(), fr.Dst.As4(), fr.Proto, uint16(n))
+	case fr.EtherType == pkt.EtherTypeIPv6 && l4 == 40:
+		pseudo = csum.PseudoHeaderIPv6(fr.Src.As16(), fr.Dst.As16(), fr.Proto, uint32(n))
+	default:
+		return true
+	}
+	got, want := binary.BigEndian.Uint16(ip[field:]), csum.Fold(pseudo)
+	// 0 and 0xFFFF are the same ones'-complement number.
+	return got == want || got|want == 0xffff && got&want == 0
 }
 
 // EndRound sends what the round left pending: one TX batch and at most
@@ -116,6 +160,7 @@ func (f *forwarder) EndRound() {
 	if f.pending > 0 {
 		f.flush()
 	}
+	f.hasNow = false
 	if !f.started {
 		f.started = true
 		if f.ready != nil {
@@ -146,7 +191,10 @@ func (f *forwarder) handle(p *rxpath.Packet, in *port) {
 			f.c.notRoutable.Add(1) // multicast, link-local, ...: never routed
 			return
 		}
-		hop, err := f.cache.Get(fr.Dst, time.Now().UnixNano())
+		if !f.hasNow {
+			f.now, f.hasNow = time.Now().UnixNano(), true
+		}
+		hop, err := f.cache.Get(fr.Dst, f.now)
 		if err != nil {
 			if errors.Is(err, nexthop.ErrNoNeighbour) {
 				f.c.noNeighbour.Add(1)
