@@ -85,6 +85,8 @@ func main() {
 	flag.StringVar(&c.modes, "modes", defaultModes, "AF_XDP modes to run: txonly, rxdrop, fwd, l3fwd (comma-separated)")
 	match := flag.String("match", "", "run only the AF_XDP cases whose name (e.g. \"fwd 64 B at 100 kpps\") matches this regular expression")
 	flag.StringVar(&c.bin, "bin", "", "build the benchmark programs into this directory and keep them (default: a temporary one), e.g. for perf report")
+	flag.IntVar(&niceness, "nice", 0, "run the AF_XDP programs (both implementations) at this nice level, e.g. -10 on a machine shared with other work")
+	flag.StringVar(&onlyImpl, "impl", "", "run only this implementation of the AF_XDP cases (c or xdpkit), e.g. to profile it; default both")
 	flag.BoolVar(&c.pin, "pin", true, "pin the generator/peer to CPU 0 and the measured program to CPU 1")
 	flag.Parse()
 	if *match != "" {
@@ -193,7 +195,7 @@ func run(c *config) error {
 	if res.History, err = readHistory(hpath); err != nil {
 		return err
 	}
-	if !c.quick && c.only == defaultParts && c.modes == defaultModes && c.match == nil {
+	if !c.quick && c.only == defaultParts && c.modes == defaultModes && c.match == nil && onlyImpl == "" {
 		h := historyOf(res)
 		if err := appendHistory(hpath, h); err != nil {
 			return err

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -151,6 +152,14 @@ type proc struct {
 
 const procTimeout = 90 * time.Second
 
+// onlyImpl is -impl: measure only this implementation ("c" or "xdpkit"),
+// e.g. to profile it alone; "" for both.
+var onlyImpl string
+
+// niceness is -nice: the scheduling priority of the benchmark programs
+// (both implementations alike), 0 to leave it.
+var niceness int
+
 // start runs bin in ns (ip netns exec), on cpu when cpu >= 0 (taskset, so
 // every thread of the program inherits the affinity from its start).
 func start(ctx context.Context, ns *vethns.NS, cpu int, bin string, args ...string) (*proc, error) {
@@ -161,6 +170,9 @@ func start(ctx context.Context, ns *vethns.NS, cpu int, bin string, args ...stri
 func startFor(ctx context.Context, timeout time.Duration, ns *vethns.NS, cpu int, bin string, args ...string) (*proc, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	argv := append([]string{"netns", "exec", ns.Name, bin}, args...)
+	if niceness != 0 {
+		argv = append([]string{"netns", "exec", ns.Name, "nice", "-n", strconv.Itoa(niceness), bin}, args...)
+	}
 	name := "ip"
 	if cpu >= 0 {
 		argv = append([]string{"-c", strconv.Itoa(cpu), "ip"}, argv...)
@@ -354,6 +366,12 @@ func runXDP(ctx context.Context, c *config, dir string) ([]XDPCase, error) {
 		return nil, err
 	}
 	impls := []impl{{"c", cbin}, {"xdpkit", gobin}}
+	if onlyImpl != "" {
+		impls = slices.DeleteFunc(impls, func(im impl) bool { return im.name != onlyImpl })
+		if len(impls) == 0 {
+			return nil, fmt.Errorf("-impl %q: want c or xdpkit", onlyImpl)
+		}
+	}
 	gen, meas := -1, -1
 	if c.pin {
 		gen, meas = c.genCPU, c.measCPU
@@ -463,7 +481,7 @@ func runMode(ctx context.Context, c *config, mode string, impls []impl, cbin str
 		}
 		for r := 0; r < c.runs; r++ {
 			order := impls
-			if r%2 == 1 {
+			if r%2 == 1 && len(impls) == 2 {
 				order = []impl{impls[1], impls[0]}
 			}
 			for _, im := range order {
