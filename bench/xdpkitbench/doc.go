@@ -36,6 +36,8 @@
 // allocations of the whole process during the measured loop (0 expected):
 // for txonly from the start of the loop to the end of the drain, for the
 // receivers from the first packet to the last multiple of 1024 packets.
+// The receivers add the poller's "rounds", "full_rounds" (rounds that
+// used their whole budget: the RX ring held a backlog) and "sleeps".
 // Once set up it prints "xdpkitbench: ready" on stderr. SIGINT or SIGTERM
 // end the run early, with a result.
 //

@@ -756,6 +756,11 @@ func runRX(fwd bool) {
 		o.mode, r.frames, seconds.Seconds(), mpps(r.frames, seconds), st.RXDropped, st.RXRingFull,
 		st.RXFillRingEmptyDesc, st.RXInvalidDescs, wall.Seconds(), o.ifname, o.queue, o.batch, o.ring,
 		o.frameSize, kicks, allocs)
+	if ps, err := p.Stats(); err == nil {
+		// How the poller's rounds went: rounds that used their whole
+		// budget mean the RX ring held a backlog.
+		fmt.Fprintf(&b, `,"rounds":%d,"full_rounds":%d,"sleeps":%d`, ps.Rounds, ps.FullRounds, ps.Sleeps)
+	}
 	if fwd {
 		fmt.Fprintf(&b, `,"out_iface":%q,"tx_completed":%d,"tx_full":%d,"l3":%v,"not_routed":%d`,
 			o.outIfname, r.completed, r.txFull, o.l3, r.notRouted)
