@@ -29,7 +29,8 @@ type port struct {
 	addr6   netip.Addr
 	sock    *xsk.Socket
 	prog    *xsk.Program
-	pend    []xsk.Desc // kept frames to put on the TX ring
+	pend    []xsk.Desc // kept frames of forwarded packets to put on the TX ring
+	icmp    []xsk.Desc // ICMP errors built here, to put on the TX ring after pend
 	comp    []uint64   // completions scratch
 
 	// L2: the configured destination MAC of frames leaving here, or the
@@ -47,13 +48,16 @@ type port struct {
 
 // counters are updated by one queue's poller goroutine and read by the
 // status line; the pads keep them out of other queues' cache lines.
+// forwarded, bytes and icmpSent move when the TX ring takes the packets
+// (flush); a packet the full TX ring refused is counted in txFull (or,
+// for an ICMP error, icmpTXFull) instead.
 type counters struct {
 	_                                      cpu.CacheLinePad
 	forwarded, bytes                       atomic.Uint64
 	ttlExpired, icmpSent, icmpLimited      atomic.Uint64
 	noRoute, noNeighbour, notRoutable      atomic.Uint64
 	notIP, parseErrors, txFull, noRoomICMP atomic.Uint64
-	partialFinished                        atomic.Uint64
+	icmpTXFull, partialFinished            atomic.Uint64
 	_                                      cpu.CacheLinePad
 }
 
@@ -79,6 +83,12 @@ type forwarder struct {
 	icmpSecond int64
 	icmpLeft   int
 
+	// now is the clock of the round (unix nanoseconds) for the next-hop
+	// cache, read at its first routed packet: one clock read per round,
+	// not per packet.
+	now    int64
+	hasNow bool
+
 	c counters
 }
 
@@ -97,13 +107,51 @@ func (f *forwarder) Receive(p *rxpath.Packet) {
 // csum.Partial): the kernel would have finished it on the way out, and a
 // receiver behind the forwarder is not told it is partial. A wrong
 // checksum that happens to equal the pseudo-header sum (1 in 65535) is
-// finished too.
+// finished too. ip is the IP datagram of f.fr.
+//
+// Only a field that equals the pseudo-header sum can be partial, and the
+// pseudo-header sum comes from the headers: a packet whose field differs
+// (every finished checksum but 1 in 65535) is left without summing its
+// payload, which would read every cache line of the packet.
 func (f *forwarder) finishPartial(ip []byte) {
+	if !f.mayBePartial(ip) {
+		return
+	}
 	if v, err := csum.VerifyTransport(ip); err == nil && v == csum.Partial {
 		if csum.FillTransport(ip) == nil {
 			f.c.partialFinished.Add(1)
 		}
 	}
+}
+
+// mayBePartial reports whether the UDP or TCP checksum field of the IP
+// datagram ip (parsed into f.fr, its transport header in ip) can hold the
+// pseudo-header sum, as csum.VerifyTransport tells Partial from the rest.
+// It is true for what it does not work out itself (IPv6 extension
+// headers): VerifyTransport then decides.
+func (f *forwarder) mayBePartial(ip []byte) bool {
+	fr := &f.fr
+	l4 := fr.L4 - fr.L3
+	n := len(ip) - l4 // the transport segment
+	field := l4 + 6
+	if fr.Proto == pkt.ProtoTCP {
+		field = l4 + 16
+	}
+	if n < 0 || field+2 > len(ip) {
+		return true
+	}
+	var pseudo uint32
+	switch {
+	case fr.EtherType == pkt.EtherTypeIPv4:
+		pseudo = csum.PseudoHeaderIPv4(fr.Src.As4(), fr.Dst.As4(), fr.Proto, uint16(n))
+	case fr.EtherType == pkt.EtherTypeIPv6 && l4 == 40:
+		pseudo = csum.PseudoHeaderIPv6(fr.Src.As16(), fr.Dst.As16(), fr.Proto, uint32(n))
+	default:
+		return true
+	}
+	got, want := binary.BigEndian.Uint16(ip[field:]), csum.Fold(pseudo)
+	// 0 and 0xFFFF are the same ones'-complement number.
+	return got == want || got|want == 0xffff && got&want == 0
 }
 
 // EndRound sends what the round left pending: one TX batch and at most
@@ -112,6 +160,7 @@ func (f *forwarder) EndRound() {
 	if f.pending > 0 {
 		f.flush()
 	}
+	f.hasNow = false
 	if !f.started {
 		f.started = true
 		if f.ready != nil {
@@ -142,7 +191,10 @@ func (f *forwarder) handle(p *rxpath.Packet, in *port) {
 			f.c.notRoutable.Add(1) // multicast, link-local, ...: never routed
 			return
 		}
-		hop, err := f.cache.Get(fr.Dst, time.Now().UnixNano())
+		if !f.hasNow {
+			f.now, f.hasNow = time.Now().UnixNano(), true
+		}
+		hop, err := f.cache.Get(fr.Dst, f.now)
 		if err != nil {
 			if errors.Is(err, nexthop.ErrNoNeighbour) {
 				f.c.noNeighbour.Add(1)
@@ -192,8 +244,6 @@ func (f *forwarder) handle(p *rxpath.Packet, in *port) {
 	pkt.SetMACs(b, dst, out.mac)
 	out.pend = p.Keep(out.pend)
 	f.pending++
-	f.c.forwarded.Add(1)
-	f.c.bytes.Add(uint64(p.Len))
 }
 
 // timeExceeded answers an expiring packet with ICMP (or ICMPv6) time
@@ -273,47 +323,68 @@ func (f *forwarder) timeExceeded(p *rxpath.Packet, in *port) {
 	}
 	d.Len = uint32(l3 + hdr + quote)
 	d.Options = 0
-	in.pend = append(in.pend, d)
+	in.icmp = append(in.icmp, d)
 	f.pending++
-	f.c.icmpSent.Add(1)
 }
 
-// flush puts every port's pending descriptors on its TX ring, wakes the
-// kernel, and gives completed frames back to the UMEM allocator.
+// flush puts every port's pending descriptors on its TX ring (forwarded
+// packets, then ICMP errors), wakes the kernel, and gives completed frames
+// back to the UMEM allocator.
 func (f *forwarder) flush() {
 	for _, q := range f.ports {
-		if len(q.pend) == 0 {
+		if len(q.pend) == 0 && len(q.icmp) == 0 {
 			f.reap(q)
 			continue
 		}
-		tx := q.sock.TX()
-		n := tx.Produce(q.pend) // never splits a multi-buffer packet
-		if n < len(q.pend) {
-			// The ring is full: let the kernel drain it, then try once more.
-			f.kick(q)
-			f.reap(q)
-			n += tx.Produce(q.pend[n:])
-		}
-		q.inflight += n
-		if rest := q.pend[n:]; len(rest) > 0 {
-			// Counted as forwarded when handled; they are dropped instead.
-			var bytes, pkts uint64
-			for _, d := range rest {
-				bytes += uint64(d.Len)
-				if d.Options&xsk.OptContd == 0 {
-					pkts++
-				}
-				_ = f.u.Put(d.Addr)
+		if len(q.pend) > 0 {
+			pkts, bytes, refused := f.produce(q, q.pend)
+			f.c.forwarded.Add(pkts)
+			f.c.bytes.Add(bytes)
+			if refused > 0 {
+				f.c.txFull.Add(refused)
 			}
-			f.c.txFull.Add(pkts)
-			f.c.forwarded.Add(^(pkts - 1))
-			f.c.bytes.Add(^(bytes - 1))
+			q.pend = q.pend[:0]
 		}
-		q.pend = q.pend[:0]
+		if len(q.icmp) > 0 {
+			pkts, _, refused := f.produce(q, q.icmp)
+			f.c.icmpSent.Add(pkts)
+			if refused > 0 {
+				f.c.icmpTXFull.Add(refused)
+			}
+			q.icmp = q.icmp[:0]
+		}
 		f.kick(q)
 		f.reap(q)
 	}
 	f.pending = 0
+}
+
+// produce puts descs on q's TX ring; when the ring is full it lets the
+// kernel drain it and tries once more, then gives the frames of what
+// still does not fit back to the UMEM. It returns the packets and bytes
+// the ring took and the packets it refused.
+func (f *forwarder) produce(q *port, descs []xsk.Desc) (pkts, bytes, refused uint64) {
+	tx := q.sock.TX()
+	n := tx.Produce(descs) // never splits a multi-buffer packet
+	if n < len(descs) {
+		f.kick(q)
+		f.reap(q)
+		n += tx.Produce(descs[n:])
+	}
+	q.inflight += n
+	for _, d := range descs[:n] {
+		bytes += uint64(d.Len)
+		if d.Options&xsk.OptContd == 0 {
+			pkts++
+		}
+	}
+	for _, d := range descs[n:] {
+		if d.Options&xsk.OptContd == 0 {
+			refused++
+		}
+		_ = f.u.Put(d.Addr)
+	}
+	return pkts, bytes, refused
 }
 
 // kick wakes the kernel while it has descriptors to take (copy mode sends

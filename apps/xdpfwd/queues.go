@@ -38,7 +38,8 @@ type Summary struct {
 	NotRoutable     uint64
 	NotIP           uint64
 	ParseErrors     uint64
-	TXRingFull      uint64
+	TXRingFull      uint64 // forwarded packets dropped because the TX ring stayed full
+	ICMPTXRingFull  uint64 // ICMP errors built but dropped because the TX ring stayed full
 	PartialFinished uint64 // UDP/TCP checksums left partial by the sender, finished here
 	RouteLookups    uint64
 	XDP             []PortXDP
@@ -223,6 +224,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		sum.NotIP += f.c.notIP.Load()
 		sum.ParseErrors += f.c.parseErrors.Load()
 		sum.TXRingFull += f.c.txFull.Load()
+		sum.ICMPTXRingFull += f.c.icmpTXFull.Load()
 		sum.PartialFinished += f.c.partialFinished.Load()
 		if f.cache != nil {
 			sum.RouteLookups += f.cache.Lookups

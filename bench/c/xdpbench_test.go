@@ -49,6 +49,8 @@ type result struct {
 	FillEmpty   uint64  `json:"fill_empty"`
 	RXInvalid   uint64  `json:"rx_invalid_descs"`
 	TXCompleted uint64  `json:"tx_completed"`
+	L3          bool    `json:"l3"`
+	NotRouted   uint64  `json:"not_routed"`
 }
 
 // build compiles xdpbench.c with build.sh (gcc -O2 -Wall -Wextra, plus
@@ -366,6 +368,42 @@ func TestModes(t *testing.T) {
 		atMost(t, "Udp:NoPorts at the far end", noPorts, f.TXCompleted)
 		if d := after["Udp:InCsumErrors"] - before["Udp:InCsumErrors"]; d != 0 {
 			t.Errorf("Udp:InCsumErrors went up by %d", d)
+		}
+	})
+
+	// fwd --l3 into the far end's kernel stack: every datagram that
+	// reaches its UDP socket arrived with a valid IPv4 header checksum
+	// (the kernel drops the others) and TTL 63, one less than the
+	// generator's 64.
+	t.Run("RouteIntoKernel", func(t *testing.T) {
+		const n = 5000
+		p1, p2 := line3(t)
+		sink := newTTLSink(t, p2.B.NS, netip.AddrPortFrom(p2.B.IPv4.Addr(), 9000))
+		fwd := start(t, p1.B.NS, bin, "-m", "fwd", "--l3", "-i", p1.B.Name, "-o", p2.A.Name, "--dst-mac", p2.B.MAC.String(), "-d", "15")
+		fwd.waitReady(t)
+		before := counters(t, p2.B.NS)
+		tx := run(t, p1.A.NS, bin, genArgs(p1.A, p1.B, p2.B.IPv4.Addr(), 100,
+			"-n", strconv.Itoa(n), "--rate", "50000", "--dst-port", "9000", "-d", "15")...)
+		time.Sleep(100 * time.Millisecond)
+		f := stopAfter(t, fwd)
+		ttls := sink.stop()
+		after := counters(t, p2.B.NS)
+		if tx.Frames != n {
+			t.Errorf("txonly sent %d frames, want %d", tx.Frames, n)
+		}
+		checkFwd(t, f, n)
+		if !f.L3 || f.NotRouted > slack {
+			t.Errorf("fwd --l3: l3 %v, not routed %d", f.L3, f.NotRouted)
+		}
+		t.Logf("datagrams received by TTL: %v", ttls)
+		atLeast(t, "datagrams received with TTL 63", ttls[63], f.TXCompleted*9/10)
+		if len(ttls) != 1 {
+			t.Errorf("datagrams received by TTL: %v, want all with 63", ttls)
+		}
+		for _, k := range []string{"Ip:InHdrErrors", "Ip:InCsumErrors", "Udp:InCsumErrors"} {
+			if d := after[k] - before[k]; d != 0 {
+				t.Errorf("%s went up by %d at the far end", k, d)
+			}
 		}
 	})
 

@@ -9,8 +9,11 @@
 //  1. AF_XDP on veth pairs in network namespaces created with test/vethns
 //     (unique names, deleted at the end, also on Ctrl-C): TX-only into a
 //     peer, RX-drop fed by the C txonly generator (the same generator for
-//     both receivers), and forwarding generator -> forwarder -> back into
-//     the generator's namespace, at 64 and 1500 bytes; RX-drop and
+//     both receivers), forwarding generator -> forwarder -> back into
+//     the generator's namespace, and L3 forwarding (l3fwd: generator ->
+//     port A of the forwarder, parsed, TTL decremented, IPv4 checksum
+//     updated, out of port B into a third, sink namespace; xdpbench and
+//     xdpkitbench fwd --l3), at 64 and 1500 bytes; RX-drop and
 //     forwarding also at 64 B with the generator paced to 100 kpps, 300
 //     kpps and 1 Mpps (xdpbench --rate). TX-only runs both TX strategies
 //     in both programs: "sender" (kick after each batch until the kernel
@@ -18,8 +21,9 @@
 //     full, kick when asked: xdpbench's default, xdpkitbench --tx ring).
 //     Frames are counted outside the measured program: TX-only and
 //     forwarding by an XDP program the harness attaches (counter.go; a
-//     per-CPU array it reads before and after each run) on the TX peer and
-//     on the return link; RX-drop by the receiver, with the generator's
+//     per-CPU array it reads before and after each run) on the TX peer,
+//     on the return link and on the L3 sink's link; RX-drop by the
+//     receiver, with the generator's
 //     completions (loss) and the socket's XDP_STATISTICS beside it. The
 //     harness reads /proc/stat (every CPU's user, sys, softirq) and the
 //     programs' /proc/PID/stat around the traffic (cpu.go) and reports
@@ -61,7 +65,10 @@
 // and frame size, xdpkit and C), copy.png (GB/s by copy size for each copy
 // method, hot and cold), nt-calibration.json and summary.md (the tables
 // that README.md shows). It prints the tables and the elapsed time.
-// -quick runs every case once, briefly (for CI). Run as root:
+// -quick runs every case once, briefly (for CI). -modes and -match pick
+// AF_XDP rows, -impl one implementation, -bin keeps the built programs
+// (for perf report), -nice runs both programs at another nice level; a
+// run narrowed so does not touch the history. Run as root:
 //
 //	cd bench/harness && go run . -out ../out -readme ../../README.md
 //	cd bench/harness && go run . -quick -out ../out

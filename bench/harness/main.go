@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -29,6 +30,9 @@ type config struct {
 	runs    int
 	seconds int
 	only    string
+	modes   string
+	bin     string
+	match   *regexp.Regexp
 	pin     bool
 	genCPU  int
 	measCPU int
@@ -78,8 +82,20 @@ func main() {
 	flag.IntVar(&c.runs, "runs", 3, "measured runs of each AF_XDP case and implementation")
 	flag.IntVar(&c.seconds, "seconds", 2, "length of one AF_XDP run")
 	flag.StringVar(&c.only, "only", defaultParts, "parts to run: xdp, micro, deliver, grid (comma-separated)")
+	flag.StringVar(&c.modes, "modes", defaultModes, "AF_XDP modes to run: txonly, rxdrop, fwd, l3fwd (comma-separated)")
+	match := flag.String("match", "", "run only the AF_XDP cases whose name (e.g. \"fwd 64 B at 100 kpps\") matches this regular expression")
+	flag.StringVar(&c.bin, "bin", "", "build the benchmark programs into this directory and keep them (default: a temporary one), e.g. for perf report")
+	flag.IntVar(&niceness, "nice", 0, "run the AF_XDP programs (both implementations) at this nice level, e.g. -10 on a machine shared with other work")
+	flag.StringVar(&onlyImpl, "impl", "", "run only this implementation of the AF_XDP cases (c or xdpkit), e.g. to profile it; default both")
 	flag.BoolVar(&c.pin, "pin", true, "pin the generator/peer to CPU 0 and the measured program to CPU 1")
 	flag.Parse()
+	if *match != "" {
+		re, err := regexp.Compile(*match)
+		if err != nil {
+			fatalf("-match: %v", err)
+		}
+		c.match = re
+	}
 	c.genCPU, c.measCPU = 0, 1
 	if runtime.NumCPU() < 2 {
 		c.measCPU = 0
@@ -131,11 +147,15 @@ func run(c *config) error {
 	logf("harness: %s, %d CPUs, kernel %s, %s; quick=%v runs=%d seconds=%d pinned=%v",
 		res.Machine.CPU, res.Machine.CPUs, res.Machine.Kernel, res.Machine.Go, c.quick, c.runs, c.seconds, c.pin)
 
-	bin, err := os.MkdirTemp("", "xdpkit-bench-")
-	if err != nil {
+	bin := c.bin
+	if bin == "" {
+		if bin, err = os.MkdirTemp("", "xdpkit-bench-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(bin)
+	} else if err := os.MkdirAll(bin, 0o755); err != nil {
 		return err
 	}
-	defer os.RemoveAll(bin)
 
 	// The grid first: it needs the machine quiet, and nothing of ours runs
 	// yet.
@@ -175,7 +195,7 @@ func run(c *config) error {
 	if res.History, err = readHistory(hpath); err != nil {
 		return err
 	}
-	if !c.quick && c.only == defaultParts {
+	if !c.quick && c.only == defaultParts && c.modes == defaultModes && c.match == nil && onlyImpl == "" {
 		h := historyOf(res)
 		if err := appendHistory(hpath, h); err != nil {
 			return err

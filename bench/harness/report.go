@@ -125,7 +125,9 @@ func fig(c GridCell, name string) string {
 func writeXDP(b *strings.Builder, r *Results) {
 	b.WriteString("\n### AF_XDP on veth (copy mode)\n\n")
 	b.WriteString("Mpps is counted outside the measured program: TX-only by the harness's XDP counter on the peer, " +
-		"forwarding by the same counter on the link back into the generator's namespace, RX-drop by the receiver " +
+		"forwarding by the same counter on the link back into the generator's namespace, L3 forwarding (l3fwd: in on one port " +
+		"of the forwarder, TTL decremented and the IPv4 checksum updated, out of its other port) by the same counter in a third, " +
+		"sink namespace, RX-drop by the receiver " +
 		"(loss is against the generator's completions; xsk drops are the socket's XDP_STATISTICS rx_dropped + rx_ring_full). " +
 		"CPU columns are CPU-seconds per million counted packets, medians over the runs: the measured program " +
 		"(user+sys, /proc/PID/stat), the generator process, and each CPU (user/sys/softirq, /proc/stat). " +

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -151,6 +152,14 @@ type proc struct {
 
 const procTimeout = 90 * time.Second
 
+// onlyImpl is -impl: measure only this implementation ("c" or "xdpkit"),
+// e.g. to profile it alone; "" for both.
+var onlyImpl string
+
+// niceness is -nice: the scheduling priority of the benchmark programs
+// (both implementations alike), 0 to leave it.
+var niceness int
+
 // start runs bin in ns (ip netns exec), on cpu when cpu >= 0 (taskset, so
 // every thread of the program inherits the affinity from its start).
 func start(ctx context.Context, ns *vethns.NS, cpu int, bin string, args ...string) (*proc, error) {
@@ -161,6 +170,9 @@ func start(ctx context.Context, ns *vethns.NS, cpu int, bin string, args ...stri
 func startFor(ctx context.Context, timeout time.Duration, ns *vethns.NS, cpu int, bin string, args ...string) (*proc, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	argv := append([]string{"netns", "exec", ns.Name, bin}, args...)
+	if niceness != 0 {
+		argv = append([]string{"netns", "exec", ns.Name, "nice", "-n", strconv.Itoa(niceness), bin}, args...)
+	}
 	name := "ip"
 	if cpu >= 0 {
 		argv = append([]string{"-c", strconv.Itoa(cpu), "ip"}, argv...)
@@ -282,9 +294,10 @@ func build(ctx context.Context, c *config, dir string) (cb, gob string, err erro
 
 // bed is the topology of one mode.
 type bed struct {
-	p1, p2 *vethns.Pair // p2 only for fwd
-	// count is the harness's counter: on the TX peer (txonly) or on the
-	// return link in the generator's namespace (fwd).
+	p1, p2 *vethns.Pair // p2 only for fwd and l3fwd
+	// count is the harness's counter: on the TX peer (txonly), on the
+	// return link in the generator's namespace (fwd) or on the sink's
+	// link (l3fwd).
 	count *counter
 }
 
@@ -331,6 +344,8 @@ func xdpCases(mode string, quick bool) []xdpCase {
 				cs = append(cs, xdpCase{mode, size, 0, st})
 			}
 		}
+	case "l3fwd":
+		cs = append(cs, xdpCase{mode: mode, size: 64}, xdpCase{mode: mode, size: 1500})
 	default:
 		cs = append(cs, xdpCase{mode: mode, size: 64}, xdpCase{mode: mode, size: 1500})
 		for _, r := range []int{100_000, 300_000, 1_000_000} {
@@ -351,12 +366,21 @@ func runXDP(ctx context.Context, c *config, dir string) ([]XDPCase, error) {
 		return nil, err
 	}
 	impls := []impl{{"c", cbin}, {"xdpkit", gobin}}
+	if onlyImpl != "" {
+		impls = slices.DeleteFunc(impls, func(im impl) bool { return im.name != onlyImpl })
+		if len(impls) == 0 {
+			return nil, fmt.Errorf("-impl %q: want c or xdpkit", onlyImpl)
+		}
+	}
 	gen, meas := -1, -1
 	if c.pin {
 		gen, meas = c.genCPU, c.measCPU
 	}
 	var out []XDPCase
-	for _, mode := range []string{"txonly", "rxdrop", "fwd"} {
+	for _, mode := range strings.Split(c.modes, ",") {
+		if _, ok := countedAt[mode]; !ok {
+			return nil, fmt.Errorf("-modes: unknown mode %q", mode)
+		}
 		cases, err := runMode(ctx, c, mode, impls, cbin, gen, meas)
 		out = append(out, cases...)
 		if err != nil {
@@ -366,10 +390,14 @@ func runXDP(ctx context.Context, c *config, dir string) ([]XDPCase, error) {
 	return out, nil
 }
 
+// defaultModes are the AF_XDP modes of make bench, in order.
+const defaultModes = "txonly,rxdrop,fwd,l3fwd"
+
 var countedAt = map[string]string{
 	"txonly": "sink: the harness's XDP counter on the peer",
 	"rxdrop": "receiver (checked against the generator's completions and XDP_STATISTICS)",
 	"fwd":    "return link: the harness's XDP counter in the generator's namespace",
+	"l3fwd":  "sink: the harness's XDP counter on the link of a third namespace, behind the forwarder's second port",
 }
 
 // runMode sets up mode's topology once and measures its cases on it.
@@ -409,10 +437,25 @@ func runMode(ctx context.Context, c *config, mode string, impls []impl, cbin str
 		if b.p2, err = newPair(&cl, ns[1], ns[0]); err != nil {
 			return nil, err
 		}
+	case "l3fwd":
+		// Generator (namespace 0) -> port A of the forwarder (1), routed
+		// out of its port B -> the sink (2), where the harness counts.
+		var ns [3]*vethns.NS
+		for i := range ns {
+			if ns[i], err = newNS(&cl); err != nil {
+				return nil, err
+			}
+		}
+		if b.p1, err = newPair(&cl, ns[0], ns[1]); err != nil {
+			return nil, err
+		}
+		if b.p2, err = newPair(&cl, ns[1], ns[2]); err != nil {
+			return nil, err
+		}
 	}
 	if mode != "rxdrop" {
 		at := b.p1.B
-		if mode == "fwd" {
+		if b.p2 != nil {
 			at = b.p2.B
 		}
 		if b.count, err = newCounter(at.NS, at.Name); err != nil {
@@ -423,6 +466,9 @@ func runMode(ctx context.Context, c *config, mode string, impls []impl, cbin str
 	var cases []XDPCase
 	warm := map[int]bool{}
 	for _, xc := range xdpCases(mode, c.quick) {
+		if c.match != nil && !c.match.MatchString(caseName(xc)) {
+			continue
+		}
 		res := XDPCase{Mode: mode, Size: xc.size, Rate: xc.rate, Strategy: xc.strategy, Counted: countedAt[mode]}
 		if !c.quick && !warm[xc.size] {
 			// Warm-up: one short run of each per frame size, not counted.
@@ -435,7 +481,7 @@ func runMode(ctx context.Context, c *config, mode string, impls []impl, cbin str
 		}
 		for r := 0; r < c.runs; r++ {
 			order := impls
-			if r%2 == 1 {
+			if r%2 == 1 && len(impls) == 2 {
 				order = []impl{impls[1], impls[0]}
 			}
 			for _, im := range order {
@@ -545,7 +591,7 @@ func once(ctx context.Context, b *bed, xc xdpCase, im impl, cbin string, secs, g
 		run.Raw, run.Frames, run.Sent, run.Own = raw, n1-n0, uint64(num(m, "frames")), uint64(num(m, "frames"))
 		run.Seconds, run.Mallocs = num(m, "seconds"), uint64(num(m, "mallocs"))
 		run.Prog, run.CPUs = p.usage().sub(p0), cpuDelta(c0, c1)
-	case "rxdrop", "fwd":
+	case "rxdrop", "fwd", "l3fwd":
 		var args []string
 		var rxNS *vethns.NS
 		dst := b.p1.B.IPv4.Addr()
@@ -554,6 +600,10 @@ func once(ctx context.Context, b *bed, xc xdpCase, im impl, cbin string, secs, g
 		} else {
 			rxNS, args = b.p1.B.NS, []string{"-m", "fwd", "-i", b.p1.B.Name, "-o", b.p2.A.Name,
 				"--dst-mac", b.p2.B.MAC.String(), "-d", strconv.Itoa(secs + 10)}
+			if xc.mode == "l3fwd" {
+				// Routed to the sink's address; --dst-mac is the next hop.
+				args = append(args, "--l3")
+			}
 			dst = b.p2.B.IPv4.Addr()
 		}
 		rx, err := start(ctx, rxNS, meas, im.bin, args...)
@@ -614,6 +664,9 @@ func once(ctx context.Context, b *bed, xc xdpCase, im impl, cbin string, secs, g
 		run.Own = uint64(num(m, "frames"))
 		run.XSKDrops = uint64(num(m, "rx_dropped") + num(m, "rx_ring_full"))
 		run.Mallocs = uint64(num(m, "mallocs"))
+		if n := num(m, "not_routed"); n > 0 {
+			logf("  warning: the forwarder did not route %.0f frames (malformed, not IP or TTL expiring)", n)
+		}
 		if xc.mode == "rxdrop" {
 			run.Frames = run.Own
 			run.Unaccounted = int64(run.Sent) - int64(run.Frames) - int64(run.XSKDrops)

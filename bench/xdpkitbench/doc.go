@@ -22,7 +22,12 @@
 //	        source the MAC of -o), keeps the frames (Packet.Keep) and puts
 //	        them on the TX ring of a second socket on -o that shares the
 //	        UMEM: zero copies. Completed frames return to the UMEM allocator,
-//	        from which the poller refills the Fill ring.
+//	        from which the poller refills the Fill ring. --l3 routes as
+//	        well, with xdpfwd's per-packet rewrite (apps/xdpfwd's handle):
+//	        pkt.Parse, pkt.DecTTL (IPv4 checksum updated incrementally),
+//	        pkt.SetMACs' rewrite, --dst-mac standing for the next hop that
+//	        xdpfwd looks up; a packet that is malformed, not IP or whose
+//	        TTL would expire is not kept (counted in "not_routed").
 //
 // Defaults match xdpbench's: rings of 2048 entries, batch 64, 4096 frames
 // of 4096 bytes, copy mode, need_wakeup on, native XDP. At the end it
@@ -31,6 +36,8 @@
 // allocations of the whole process during the measured loop (0 expected):
 // for txonly from the start of the loop to the end of the drain, for the
 // receivers from the first packet to the last multiple of 1024 packets.
+// The receivers add the poller's "rounds", "full_rounds" (rounds that
+// used their whole budget: the RX ring held a backlog) and "sleeps".
 // Once set up it prints "xdpkitbench: ready" on stderr. SIGINT or SIGTERM
 // end the run early, with a result.
 //

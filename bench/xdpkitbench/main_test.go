@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -248,6 +249,53 @@ func TestModes(t *testing.T) {
 		}
 		if a := num(f, "mallocs"); a != 0 {
 			t.Errorf("fwd loop allocated %v times", a)
+		}
+	})
+
+	// fwd --l3 into the far end's kernel stack: every datagram that
+	// reaches its UDP socket arrived with a valid IPv4 header checksum
+	// (the kernel drops the others) and TTL 63, one less than the C
+	// generator's 64.
+	t.Run("Route", func(t *testing.T) {
+		const n = 5000
+		a, b, c := vethns.NewNS(t), vethns.NewNS(t), vethns.NewNS(t)
+		p1, p2 := vethns.NewPair(t, a, b, nil), vethns.NewPair(t, b, c, nil)
+		sink := newTTLSink(t, c, netip.AddrPortFrom(p2.B.IPv4.Addr(), 9000))
+		before, err := c.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopFwd := make(chan struct{})
+		fwd := background(t, b, stopFwd, bin, "-m", "fwd", "--l3", "-i", p1.B.Name, "-o", p2.A.Name,
+			"--dst-mac", p2.B.MAC.String(), "-d", "20")
+		g := gen(p1.A, p1.B, p2.B.IPv4.Addr().String(), 100)
+		g = append(g[:len(g)-4], "-n", strconv.Itoa(n), "--rate", "50000", "--dst-port", "9000", "-d", "10")
+		run(t, a, cbin, g...)
+		time.Sleep(200 * time.Millisecond)
+		close(stopFwd)
+		f := fwd()
+		ttls := sink.stop()
+		after, err := c.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fr := num(f, "frames")
+		// frames counts what was received, not_routed what of it was not
+		// sent on (the kernel's own IPv6 traffic with hop limit 1, ...).
+		if fr == 0 || num(f, "tx_completed") != fr-num(f, "not_routed") || num(f, "tx_full") != 0 || f["l3"] != true || num(f, "not_routed") > 100 {
+			t.Errorf("fwd --l3: %v, want frames > 0, all completed, (almost) none not routed", f)
+		}
+		t.Logf("datagrams received by TTL: %v", ttls)
+		if got, sent := float64(ttls[63]), num(f, "tx_completed"); got < sent*9/10 || len(ttls) != 1 {
+			t.Errorf("datagrams received by TTL: %v, want about %v, all with TTL 63", ttls, sent)
+		}
+		for _, k := range []string{"Ip:InHdrErrors", "Ip:InCsumErrors", "Udp:InCsumErrors"} {
+			if d := after[k] - before[k]; d != 0 {
+				t.Errorf("%s went up by %d at the far end", k, d)
+			}
+		}
+		if a := num(f, "mallocs"); a != 0 {
+			t.Errorf("fwd --l3 loop allocated %v times", a)
 		}
 	})
 }

@@ -480,6 +480,11 @@ func TestRegisterErrors(t *testing.T) {
 	}
 }
 
+// ownAddrs8 are eight addresses of a forwarder's namespace.
+var ownAddrs8 = []netip.Addr{hostV4, hostV6, netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1"),
+	netip.MustParseAddr("198.18.9.1"), netip.MustParseAddr("2001:db8:9::1"),
+	netip.MustParseAddr("fe80::1"), netip.MustParseAddr("fe80::2")}
+
 // BenchmarkFilter measures the program per frame with BPF_PROG_TEST_RUN
 // (which adds the test-run overhead; figures are for comparison between
 // filters, not absolute).
@@ -495,6 +500,10 @@ func BenchmarkFilter(b *testing.B) {
 		{"ports-udp4", &Filter{DstPorts: []uint16{53}}, udp4(dstV4, 53)},
 		{"ports+pass-udp6", &Filter{DstPorts: []uint16{53}, PassDst: []netip.Addr{hostV4, hostV6}}, udp6(dstV6, 53)},
 		{"udp4-arp", &Filter{IPv4UDP: true}, arp()},
+		// xdpfwd's filter: UDP and TCP over both IP versions, never to
+		// the namespace's own addresses (here eight, as two veths with
+		// IPv4, IPv6 and link-local addresses and loopback have).
+		{"xdpfwd-udp4", &Filter{IPv4UDP: true, IPv4TCP: true, IPv6UDP: true, IPv6TCP: true, PassDst: ownAddrs8}, udp4(dstV4, 53)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			p := loadRegistered(b, &Config{Filter: bc.f})

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"os"
+	"testing"
+
+	"github.com/xdpkit/xdpkit/test/vethns"
+	"github.com/xdpkit/xdpkit/umem"
+	"github.com/xdpkit/xdpkit/xsk"
+)
+
+func TestMain(m *testing.M) {
+	vethns.Exclusive()
+	vethns.Sweep()
+	os.Exit(vethns.LeakCheck(m))
+}
+
+// TestFlushTXFull: a flush with more forwarded packets and more ICMP
+// errors pending than the TX ring can take in its two tries (one kick
+// loop in between) counts what the ring refused apart: forwarded packets
+// in txFull, ICMP errors in icmpTXFull. Each kind adds up to what was
+// pending, so forwarded never takes the refused ICMP errors off (which
+// wrapped it below zero), and every frame comes back to the UMEM.
+func TestFlushTXFull(t *testing.T) {
+	vethns.Require(t)
+	a, b := vethns.NewNS(t), vethns.NewNS(t)
+	pair := vethns.NewPair(t, a, b, nil)
+	const ring = 64
+	const nFwd, nICMP = 3 * ring, 3 * ring // more than two ring's worth each
+	err := a.Do(func() error {
+		u, err := umem.New(&umem.Config{FrameSize: 2048, FrameCount: 4 * (nFwd + nICMP)})
+		if err != nil {
+			return err
+		}
+		defer u.Close()
+		sock, err := xsk.New(pair.A.Name, 0, u, &xsk.Config{NoRX: true, TXSize: ring, FillSize: ring,
+			CompletionSize: 4 * ring, Mode: xsk.ModeCopy})
+		if err != nil {
+			return err
+		}
+		defer sock.Close()
+		q := &port{name: pair.A.Name, sock: sock, comp: make([]uint64, 256)}
+		f := &forwarder{u: u, ports: []*port{q}, batch: 64}
+		frame := udpFrame(64)
+		addrs := make([]uint64, nFwd+nICMP)
+		if got := u.GetBatch(addrs); got != len(addrs) {
+			t.Fatalf("UMEM gave %d frames of %d", got, len(addrs))
+		}
+		for i, addr := range addrs {
+			copy(u.Frame(addr), frame)
+			d := xsk.Desc{Addr: addr, Len: uint32(len(frame))}
+			if i < nFwd {
+				q.pend = append(q.pend, d)
+			} else {
+				q.icmp = append(q.icmp, d)
+			}
+			f.pending++
+		}
+		f.flush()
+		f.finish()
+		fwd, txFull := f.c.forwarded.Load(), f.c.txFull.Load()
+		icmp, icmpFull := f.c.icmpSent.Load(), f.c.icmpTXFull.Load()
+		t.Logf("forwarded %d, tx full %d; ICMP sent %d, tx full %d; in flight %d", fwd, txFull, icmp, icmpFull, q.inflight)
+		if fwd+txFull != nFwd || icmp+icmpFull != nICMP {
+			t.Errorf("forwarded %d + tx full %d, want %d; ICMP sent %d + tx full %d, want %d",
+				fwd, txFull, nFwd, icmp, icmpFull, nICMP)
+		}
+		if txFull == 0 || icmpFull == 0 {
+			t.Errorf("the TX ring of %d refused nothing (forwarded %d, ICMP %d): the test did not test", ring, txFull, icmpFull)
+		}
+		if f.c.bytes.Load() != fwd*uint64(len(frame)) {
+			t.Errorf("bytes %d, want %d", f.c.bytes.Load(), fwd*uint64(len(frame)))
+		}
+		if len(q.pend) != 0 || len(q.icmp) != 0 || f.pending != 0 {
+			t.Errorf("after flush: %d + %d descriptors pending (%d)", len(q.pend), len(q.icmp), f.pending)
+		}
+		if q.inflight != 0 {
+			t.Errorf("%d frames still in flight after finish", q.inflight)
+		}
+		if acc := u.Accounting(); acc.Free != acc.Total {
+			t.Errorf("UMEM: not every frame back: %s", acc)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,70 @@
+package cbench
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+
+	"golang.org/x/net/ipv4"
+
+	"github.com/xdpkit/xdpkit/test/vethns"
+)
+
+// ttlSink is a kernel UDP socket in a namespace that counts the datagrams
+// it receives by the IPv4 TTL they arrived with (IP_RECVTTL): the kernel
+// delivers a datagram only with a valid IPv4 header checksum, so the
+// counts show both the TTL a router left and that its checksum update
+// was right.
+type ttlSink struct {
+	c    *net.UDPConn
+	done chan struct{}
+	mu   sync.Mutex
+	ttls map[int]uint64
+}
+
+func newTTLSink(t *testing.T, ns *vethns.NS, at netip.AddrPort) *ttlSink {
+	t.Helper()
+	c, err := ns.ListenUDP(at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := vethns.ForceReadBuffer(c, 8<<20); err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	pc := ipv4.NewPacketConn(c)
+	if err := pc.SetControlMessage(ipv4.FlagTTL, true); err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	s := &ttlSink{c: c, done: make(chan struct{}), ttls: map[int]uint64{}}
+	go func() {
+		defer close(s.done)
+		buf := make([]byte, 2048)
+		for {
+			_, cm, _, err := pc.ReadFrom(buf)
+			if err != nil {
+				return // closed
+			}
+			s.mu.Lock()
+			if cm != nil {
+				s.ttls[cm.TTL]++
+			} else {
+				s.ttls[-1]++
+			}
+			s.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { s.stop() })
+	return s
+}
+
+// stop closes the socket and returns the counts by TTL (-1: no TTL given).
+func (s *ttlSink) stop() map[int]uint64 {
+	s.c.Close()
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ttls
+}
