@@ -12,8 +12,8 @@ import (
 // TestGuardPage runs Sum and CopyAndSum with every kernel set over slices
 // that end right before a PROT_NONE page, and that start right after one,
 // source and destination alike. A kernel that touches a byte outside its
-// slices faults (the test binary dies, naming the address); its results
-// must match the pure-Go kernel's. (A masked load does not fault, so this
+// slices faults, and the test fails naming the kernel set, the length and
+// the address; its results must match the pure-Go kernel's. (A masked load does not fault, so this
 // test guards correctness only; the cost of touching the next page is
 // pinned by BenchmarkSum, whose cases are named by layout.)
 func TestGuardPage(t *testing.T) {
@@ -54,11 +54,18 @@ func TestGuardPage(t *testing.T) {
 					s, d = end(src, n), end(dst, n)
 				}
 				w := want[key{n, atEnd}]
-				if got := Sum(s, 0x1234); got != w {
+				var got uint32
+				if err := asmtest.Fault(func() { got = Sum(s, 0x1234) }); err != nil {
+					t.Fatalf("Sum(len %d at page %s): %v", n, where, err)
+				}
+				if got != w {
 					t.Fatalf("Sum(len %d at page %s) = %#x, want %#x", n, where, got, w)
 				}
 				clear(d)
-				if got := CopyAndSum(d, s, 0x1234); got != w || !bytes.Equal(d, s) {
+				if err := asmtest.Fault(func() { got = CopyAndSum(d, s, 0x1234) }); err != nil {
+					t.Fatalf("CopyAndSum(len %d at page %s): %v", n, where, err)
+				}
+				if got != w || !bytes.Equal(d, s) {
 					t.Fatalf("CopyAndSum(len %d at page %s) = %#x, want %#x (copy equal: %v)", n, where, got, w, bytes.Equal(d, s))
 				}
 			}

@@ -13,8 +13,8 @@ import (
 // between slices that end right before a PROT_NONE page, and slices that
 // start right after one, for every length 0..256 and the page multiples up
 // to 64 KiB with their neighbours, at several source offsets from the
-// guard. A kernel that touches a byte outside its slices faults (the test
-// binary dies, naming the address).
+// guard. A kernel that touches a byte outside its slices faults, and the
+// test fails naming the implementation, the length and the address.
 func TestGuardPage(t *testing.T) {
 	lengths := asmtest.GuardLengths()
 	pages := asmtest.Pages(lengths[len(lengths)-1] + 64)
@@ -34,12 +34,19 @@ func TestGuardPage(t *testing.T) {
 				s := src[len(src)-gap-n : len(src)-gap]
 				d := dst[len(dst)-n:]
 				clear(d)
-				if got := Copy(d, s); got != n || !bytes.Equal(d, s) {
+				var got int
+				if err := asmtest.Fault(func() { got = Copy(d, s) }); err != nil {
+					t.Fatalf("len %d, source %d bytes before the guard, destination at the guard: %v", n, gap, err)
+				}
+				if got != n || !bytes.Equal(d, s) {
 					t.Fatalf("len %d, source %d bytes before the guard, destination at the guard: copied %d, equal %v", n, gap, got, bytes.Equal(d, s))
 				}
 				s, d = src[gap:gap+n], dst[:n]
 				clear(d)
-				if got := Copy(d, s); got != n || !bytes.Equal(d, s) {
+				if err := asmtest.Fault(func() { got = Copy(d, s) }); err != nil {
+					t.Fatalf("len %d, source %d bytes after the guard, destination after it: %v", n, gap, err)
+				}
+				if got != n || !bytes.Equal(d, s) {
 					t.Fatalf("len %d, source %d bytes after the guard, destination after it: copied %d, equal %v", n, gap, got, bytes.Equal(d, s))
 				}
 			}

@@ -1,9 +1,7 @@
 package asmtest
 
 import (
-	"errors"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"testing"
 	"unsafe"
@@ -42,20 +40,7 @@ func TestGuarded(t *testing.T) {
 }
 
 // read reads *p and returns the fault it caused, if any.
-func read(p *byte) (err error) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			if e, ok := r.(error); ok {
-				err = e
-			} else {
-				err = errors.New("panic")
-			}
-		}
-	}()
-	sinkByte = *p
-	return nil
-}
+func read(p *byte) error { return Fault(func() { sinkByte = *p }) }
 
 var sinkByte byte
 

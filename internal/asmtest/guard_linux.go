@@ -1,6 +1,9 @@
 package asmtest
 
 import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -45,4 +48,25 @@ func GuardLengths() []int {
 func Pages(n int) int {
 	ps := unix.Getpagesize()
 	return (n + ps - 1) / ps
+}
+
+// Fault runs f and returns the memory fault it caused, if any, as an error
+// that names the address (debug.SetPanicOnFault), so that a test can say
+// which kernel and length touched a guard page instead of dying.
+func Fault(f func()) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(runtime.Error)
+			if !ok {
+				panic(r)
+			}
+			err = e
+			if a, ok := e.(interface{ Addr() uintptr }); ok {
+				err = fmt.Errorf("fault at %#x: %w", a.Addr(), e)
+			}
+		}
+	}()
+	f()
+	return nil
 }
