@@ -19,8 +19,8 @@ var (
 // are not measured: the development machine has no AVX-512. Variables so
 // that the tests can drive every kernel with every length.
 var (
-	vectorMin     = 256
-	avx512Min     = 256
+	vectorMin     = 320
+	avx512Min     = 320
 	copyVectorMin = 256
 	avx512CopyMin = 256
 )
