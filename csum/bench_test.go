@@ -98,7 +98,7 @@ func BenchmarkSum(b *testing.B) {
 }
 
 // BenchmarkSumImpl runs Sum with each kernel set forced for every size
-// (down to 0: sumSmall is off), on mid-page buffers.
+// (every length its dispatch allows: see impls), on mid-page buffers.
 func BenchmarkSumImpl(b *testing.B) {
 	for _, im := range impls {
 		b.Run(im.name, func(b *testing.B) {

@@ -35,11 +35,10 @@ func sumSlow(b []byte, initial uint32) uint32 {
 	if useAsm {
 		return sum(b, initial)
 	}
-	acc := uint64(bits.RotateLeft32(initial, 8))
 	if len(b) < smallMax && useSmall {
-		return toBE(sumSmall(b, acc))
+		return Add(toBE(sumSmall(b, 0)), initial)
 	}
-	return toBE(sumGo(b, acc))
+	return Add(toBE(sumGo(b, 0)), initial)
 }
 
 // CopyAndSum copies src into dst and returns the partial sum of the copied
@@ -50,30 +49,36 @@ func sumSlow(b []byte, initial uint32) uint32 {
 // wrong. dst and src must not overlap, except exactly (dst and src the
 // same slice).
 func CopyAndSum(dst, src []byte, initial uint32) uint32 {
+	// Small enough to be inlined: the caller calls the assembly entry
+	// directly, as for Sum.
 	if len(dst) < len(src) {
 		panic("csum: CopyAndSum: dst shorter than src")
 	}
-	if len(src) < smallMax && useSmall {
-		copy(dst, src)
-		return toBE(sumSmall(src, uint64(bits.RotateLeft32(initial, 8))))
-	}
-	acc := uint64(bits.RotateLeft32(initial, 8))
-	for len(src) > maxChunk {
-		acc = copySum(dst[:maxChunk], src[:maxChunk], acc)
-		dst, src = dst[maxChunk:], src[maxChunk:]
-	}
-	return toBE(copySum(dst[:len(src)], src, acc))
+	return copyAndSum(dst, src, initial)
 }
 
-// add64 adds two accumulators with an end-around carry: the sum keeps
-// their residues modulo 0xFFFF, and is zero only if both were.
-func add64(a, b uint64) uint64 {
-	s, c := bits.Add64(a, b, 0)
-	return s + c
+// copySumSlow is CopyAndSum without assembly, and for slices longer than maxChunk, which it copies and sums in chunks of
+// maxChunk bytes. len(dst) >= len(src).
+func copySumSlow(dst, src []byte, initial uint32) uint32 {
+	for len(src) > maxChunk {
+		initial = copyAndSum(dst[:maxChunk], src[:maxChunk], initial)
+		dst, src = dst[maxChunk:], src[maxChunk:]
+	}
+	if useAsm {
+		return copyAndSum(dst, src, initial) // not slow again: len(src) <= maxChunk
+	}
+	if len(src) < smallMax && useSmall {
+		copy(dst, src)
+		return Add(toBE(sumSmall(src, 0)), initial)
+	}
+	return Add(toBE(copySumGo(dst[:len(src)], src, 0)), initial)
 }
 
 // toBE folds a 64-bit accumulator of little-endian words to a 32-bit
-// partial sum of big-endian words. Both steps keep the value's residue
+// partial sum of big-endian words. Every kernel, Go and assembly, ends the
+// same way: toBE of the data's accumulator, summed from 0, then Add of the
+// initial value, so that a chain of dependent sums waits for two
+// instructions per call, and all kernels return the same value. Both steps keep the value's residue
 // modulo 0xFFFF (apart from the byte swap) and keep a non-zero value
 // non-zero.
 func toBE(acc uint64) uint32 {

@@ -67,14 +67,16 @@
 //
 // # Implementations
 //
-// On amd64 (gc, without the purego build tag) Sum is one call into
-// assembly: an ADD/ADC chain below 320 bytes, and from 320 bytes AVX-512
-// (F) or AVX2 kernels chosen at start-up with golang.org/x/sys/cpu.
-// CopyAndSum uses straight-line Go below 32 bytes, AVX-512 from 64 bytes
-// and AVX2 from 32. The vector kernels add whole
-// 64-bit lanes to a wrapping accumulator and their high halves to a second
-// one, three instructions per vector and no carry handling in the loop
-// (see sum_amd64.s). No kernel touches a byte outside its slices, not even
+// On amd64 (gc, without the purego build tag) Sum and CopyAndSum are
+// each one call into assembly: an ADD/ADC chain below 320 bytes (256 for
+// CopyAndSum, over the words it loads and stores), and from there AVX-512
+// (F) or AVX2 kernels chosen at start-up with
+// golang.org/x/sys/cpu. Every kernel sums the data from 0 and adds the
+// initial value last, so that a chain of dependent sums waits for two
+// instructions per call. The vector kernels add whole 64-bit lanes to a
+// wrapping accumulator and their high halves to a second one, three
+// instructions per vector and no carry handling in the loop (see
+// sum_amd64.s). No kernel touches a byte outside its slices, not even
 // under a mask (TestGuardPage). Elsewhere, and with -tags purego, a
 // pure-Go kernel does everything: a math/bits.Add64 carry chain and the
 // carry-free scheme side by side over 64-byte blocks. The tests run every

@@ -3,17 +3,17 @@
 package csum
 
 import (
-	"os"
 	"slices"
-	"strings"
 	"testing"
+
+	"github.com/xdpkit/xdpkit/internal/asmtest"
 )
 
 // TestImplsPresent reads the CPU's flags from /proc/cpuinfo, a source
 // independent of x/sys/cpu, and fails if a kernel set that the CPU can run
 // is not tested, or if Sum does not use the widest one by default.
 func TestImplsPresent(t *testing.T) {
-	flags := cpuinfoFlags(t)
+	flags := asmtest.CPUFlags(t)
 	want := []string{"go", "adc"}
 	if flags["avx2"] {
 		want = append(want, "avx2")
@@ -32,25 +32,4 @@ func TestImplsPresent(t *testing.T) {
 		t.Fatalf("default kernels: avx2 %v, avx512 %v; the CPU has avx2 %v, avx512f %v",
 			useAVX2, useAVX512, flags["avx2"], flags["avx512f"])
 	}
-}
-
-// cpuinfoFlags returns the flags of the first processor in /proc/cpuinfo.
-func cpuinfoFlags(t *testing.T) map[string]bool {
-	t.Helper()
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		t.Fatalf("reading the CPU's flags: %v", err)
-	}
-	for line := range strings.Lines(string(b)) {
-		k, v, ok := strings.Cut(line, ":")
-		if ok && strings.TrimSpace(k) == "flags" {
-			m := map[string]bool{}
-			for _, f := range strings.Fields(v) {
-				m[f] = true
-			}
-			return m
-		}
-	}
-	t.Fatal("/proc/cpuinfo has no flags line")
-	return nil
 }

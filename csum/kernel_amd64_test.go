@@ -3,24 +3,31 @@
 package csum
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"testing"
 
 	"golang.org/x/sys/cpu"
 )
 
-// TestVectorKernels calls the vector kernels directly, as sum's tail calls
-// reach them, at every length 0..1100 and offset 0..7, with random
-// initial values, against the byte-pair reference.
+// TestVectorKernels calls the vector kernels directly, as the tail calls
+// of sum and copyAndSum reach them, at every length 0..1100 and offset
+// 0..7, with random initial values, against the byte-pair reference; the
+// copy kernels into a destination longer than the source, whose extra
+// bytes must stay untouched.
 func TestVectorKernels(t *testing.T) {
 	type kernel struct {
 		name string
 		ok   bool
 		f    func([]byte, uint32) uint32
+		copy func(dst, src []byte, initial uint32) uint32
 	}
+	avx512 := cpu.X86.HasAVX2 && cpu.X86.HasAVX512F
 	for _, k := range []kernel{
-		{"avx2", cpu.X86.HasAVX2, sumAVX2},
-		{"avx512", cpu.X86.HasAVX2 && cpu.X86.HasAVX512F, sumAVX512},
+		{"avx2", cpu.X86.HasAVX2, sumAVX2, nil},
+		{"avx512", avx512, sumAVX512, nil},
+		{"copy-avx2", cpu.X86.HasAVX2, nil, copySumAVX2},
+		{"copy-avx512", avx512, nil, copySumAVX512},
 	} {
 		if !k.ok {
 			continue // the CPU lacks it (TestImplsPresent checks the flags)
@@ -28,12 +35,32 @@ func TestVectorKernels(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(17, 18))
 			buf := randBytes(r, 1100+8)
+			dst := make([]byte, 1100+8+8)
 			for n := 0; n <= 1100; n++ {
 				for off := 0; off < 8; off++ {
 					b := buf[off : off+n]
 					init := uint16(r.Uint32())
-					if got, want := Fold(k.f(b, uint32(init))), refSum(b, init); got != want {
+					want := refSum(b, init)
+					if k.f != nil {
+						if got := Fold(k.f(b, uint32(init))); got != want {
+							t.Fatalf("len %d, off %d: %#04x, want %#04x", n, off, got, want)
+						}
+						continue
+					}
+					for i := range dst {
+						dst[i] = 0xA5
+					}
+					d := dst[off : off+n+8]
+					if got := Fold(k.copy(d, b, uint32(init))); got != want {
 						t.Fatalf("len %d, off %d: %#04x, want %#04x", n, off, got, want)
+					}
+					if !bytes.Equal(d[:n], b) {
+						t.Fatalf("len %d, off %d: copy differs", n, off)
+					}
+					for i, c := range dst {
+						if (i < off || i >= off+n) && c != 0xA5 {
+							t.Fatalf("len %d, off %d: byte %d outside dst[:len(src)] written", n, off, i)
+						}
 					}
 				}
 			}
@@ -41,21 +68,28 @@ func TestVectorKernels(t *testing.T) {
 	}
 }
 
-// TestSumSlow calls sumSlow, which sum reaches only by a tail call from
-// assembly (without assembly, and for slices longer than maxChunk),
-// directly, with and without assembly, against the byte-pair reference.
+// TestSumSlow calls sumSlow and copySumSlow, which sum and copyAndSum
+// reach only by a tail call from assembly (without assembly, and for
+// slices longer than maxChunk), directly, with and without assembly,
+// against the byte-pair reference.
 func TestSumSlow(t *testing.T) {
 	defer func(a bool, c int) { useAsm, maxChunk = a, c }(useAsm, maxChunk)
 	r := rand.New(rand.NewPCG(19, 20))
 	buf := randBytes(r, 3000)
+	dst := make([]byte, len(buf))
 	for _, asm := range []bool{false, true} {
 		useAsm = asm
 		for _, chunk := range []int{64, 1 << 30} {
 			maxChunk = chunk
 			for n := 0; n <= len(buf); n += 1 + n/7 {
 				init := uint16(r.Uint32())
-				if got, want := Fold(sumSlow(buf[:n], uint32(init))), refSum(buf[:n], init); got != want {
+				want := refSum(buf[:n], init)
+				if got := Fold(sumSlow(buf[:n], uint32(init))); got != want {
 					t.Fatalf("asm %v, chunk %d, len %d: %#04x, want %#04x", asm, chunk, n, got, want)
+				}
+				clear(dst)
+				if got := Fold(copySumSlow(dst, buf[:n], uint32(init))); got != want || !bytes.Equal(dst[:n], buf[:n]) {
+					t.Fatalf("copy: asm %v, chunk %d, len %d: %#04x, want %#04x (copy equal: %v)", asm, chunk, n, got, want, bytes.Equal(dst[:n], buf[:n]))
 				}
 			}
 		}

@@ -2,7 +2,11 @@
 
 package csum
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/xdpkit/xdpkit/internal/asmtest"
+)
 
 // layoutBuf returns a buffer of l.size bytes placed as l.name says (see
 // layouts), in a mapping of its own with a PROT_NONE page after the data
@@ -24,6 +28,6 @@ func layoutBuf(b testing.TB, l layout) []byte {
 		b.Fatalf("unknown layout %q", l.name)
 	}
 	pages := (off + l.size + ps - 1) / ps
-	g := newGuarded(b, max(pages, 1))
-	return g.data[off : off+l.size : off+l.size]
+	g := asmtest.Guarded(b, max(pages, 1))
+	return g[off : off+l.size : off+l.size]
 }

@@ -14,22 +14,28 @@ var (
 
 // Size thresholds, in bytes (see BenchmarkSumImpl). Below vectorMin a
 // scalar add-with-carry chain beats the vector kernels, whose set-up and
-// reduction cost more than they save there. avx512Min is not re-measured
-// on a CPU with AVX-512 since issue 19. Variables so that the tests can
-// drive every kernel with every length.
+// reduction cost more than they save there; copyVectorMin is the same for
+// CopyAndSum. avx512Min and avx512CopyMin
+// are not measured: the development machine has no AVX-512. Variables so
+// that the tests can drive every kernel with every length.
 var (
 	vectorMin     = 320
 	avx512Min     = 320
-	avx512CopyMin = 64
+	copyVectorMin = 256
+	avx512CopyMin = 256
 )
 
-// sum is Sum: see sum_amd64.s. The vector kernels take the same
-// arguments and return the same result, so that sum reaches them by a
-// tail call; the copy kernels return the little-endian word sum of src
-// from 0 (see sum_go.go), which CopyAndSum adds to the initial value.
+// sum is Sum and copyAndSum is CopyAndSum (len(dst) >= len(src)): see
+// sum_amd64.s. Each sums short slices itself and reaches the vector kernel
+// the flags above choose by a tail call (the kernels take the same
+// arguments), and the Go functions sumSlow and copySumSlow without
+// assembly and for slices longer than maxChunk.
 
 //go:noescape
 func sum(b []byte, initial uint32) uint32
+
+//go:noescape
+func copyAndSum(dst, src []byte, initial uint32) uint32
 
 // sumAVX2 is sum with 256-bit vectors and a scalar tail.
 //
@@ -41,41 +47,33 @@ func sumAVX2(b []byte, initial uint32) uint32
 //go:noescape
 func sumAVX512(b []byte, initial uint32) uint32
 
-// copySumAVX2 copies src to dst (len(dst) == len(src)) and sums src.
+// copySumAVX2 is copyAndSum with 256-bit vectors, for len(src) >= 32.
 //
 //go:noescape
-func copySumAVX2(dst, src []byte) uint64
+func copySumAVX2(dst, src []byte, initial uint32) uint32
 
 // copySumAVX512 is copySumAVX2 with 512-bit vectors.
 //
 //go:noescape
-func copySumAVX512(dst, src []byte) uint64
-
-func copySum(dst, src []byte, acc uint64) uint64 {
-	switch {
-	case !useAsm:
-	case useAVX512 && len(src) >= avx512CopyMin:
-		return add64(acc, copySumAVX512(dst, src))
-	case useAVX2:
-		return add64(acc, copySumAVX2(dst, src))
-	}
-	return copySumGo(dst, src, acc)
-}
+func copySumAVX512(dst, src []byte, initial uint32) uint32
 
 // impls lists the kernel sets this machine can run, for the tests. Each
-// assembly set is used for every length, down to 0 (sumSmall is switched
-// off); "go" is the pure-Go build's kernels, with sumSmall below 32 bytes.
+// assembly set is used for every length, down to 0 (thresholds 0 for the
+// vector sets, which sum and copy their last bytes with the scalar code;
+// the scalar code of sum and copyAndSum for every length in adc); "go" is
+// the pure-Go build's kernels, with sumSmall below 32 bytes.
+// TestVectorKernels calls the vector kernels directly, too.
 var impls = func() []impl {
 	type state struct {
 		asm, avx2, avx512, small bool
-		vec, v512, c512          int
+		vec, v512, cvec, c512    int
 	}
 	get := func() state {
-		return state{useAsm, useAVX2, useAVX512, useSmall, vectorMin, avx512Min, avx512CopyMin}
+		return state{useAsm, useAVX2, useAVX512, useSmall, vectorMin, avx512Min, copyVectorMin, avx512CopyMin}
 	}
 	put := func(s state) {
 		useAsm, useAVX2, useAVX512, useSmall = s.asm, s.avx2, s.avx512, s.small
-		vectorMin, avx512Min, avx512CopyMin = s.vec, s.v512, s.c512
+		vectorMin, avx512Min, copyVectorMin, avx512CopyMin = s.vec, s.v512, s.cvec, s.c512
 	}
 	set := func(s state) func() func() {
 		return func() func() {
@@ -86,8 +84,8 @@ var impls = func() []impl {
 	}
 	scalarOnly := 1 << 62
 	l := []impl{
-		{"go", set(state{small: true, vec: scalarOnly})}, // sumSmall below 32 bytes
-		{"adc", set(state{asm: true, vec: scalarOnly})},
+		{"go", set(state{small: true, vec: scalarOnly, cvec: scalarOnly})}, // sumSmall below 32 bytes
+		{"adc", set(state{asm: true, vec: scalarOnly, cvec: scalarOnly})},
 	}
 	if cpu.X86.HasAVX2 {
 		l = append(l, impl{"avx2", set(state{asm: true, avx2: true})})

@@ -92,57 +92,85 @@ tiny1: \
 	ADCQ    $0, AX \
 tinyDone:
 
-// FINISH adds the initial value (a partial sum of big-endian words,
-// rotated by 8 to little-endian) to the sum in AX with an end-around
-// carry, folds it to 32 bits and rotates it back, into AX:
-// toBE(add64(AX, rotl(initial, 8))) in csum.go. Clobbers DX.
-#define FINISH \
-	MOVL initial+24(FP), DX \
-	ROLL $8, DX \
-	ADDQ DX, AX \
-	ADCQ $0, AX \
+// FINISH(initial) folds the sum of the data in AX (little-endian words,
+// summed from 0) to 32 bits with an end-around carry, rotates it by 8 to
+// big-endian words, and adds the initial value with an end-around carry,
+// into AX: Add(toBE(AX), initial) in csum.go. The initial value comes
+// last, so that a chain of dependent sums waits for two instructions per
+// call. Clobbers DX.
+#define FINISH(initial) \
 	MOVQ AX, DX \
 	SHRQ $32, DX \
 	ADDL DX, AX \
 	ADCL $0, AX \
-	ROLL $8, AX
+	ROLL $8, AX \
+	ADDL initial, AX \
+	ADCL $0, AX
 
-// COPYTAIL copies the last CX < 32 bytes from SI to DI and adds them to AX
-// (no carry pending), by exact loads and stores. Clobbers CX, SI, DI, DX.
+// COPYTAIL copies the last CX < 64 bytes from SI to DI and adds them to AX
+// (no carry pending), by exact loads and stores: 32, 16, 8, 4, 2 and 1
+// bytes as the bits of CX say. SI is at an even offset of the slice, so the odd
+// last byte is the low byte of its little-endian word. Clobbers SI, DI,
+// DX, R9.
 #define COPYTAIL \
+	TESTQ   $32, CX \
+	JZ      copy16 \
+	MOVQ    0(SI), DX \
+	MOVQ    8(SI), R9 \
+	MOVQ    DX, 0(DI) \
+	MOVQ    R9, 8(DI) \
+	ADDQ    DX, AX \
+	ADCQ    R9, AX \
+	MOVQ    16(SI), DX \
+	MOVQ    24(SI), R9 \
+	MOVQ    DX, 16(DI) \
+	MOVQ    R9, 24(DI) \
+	ADCQ    DX, AX \
+	ADCQ    R9, AX \
+	ADCQ    $0, AX \
+	ADDQ    $32, SI \
+	ADDQ    $32, DI \
+copy16: \
+	TESTQ   $16, CX \
+	JZ      copy8 \
+	MOVQ    0(SI), DX \
+	MOVQ    8(SI), R9 \
+	MOVQ    DX, 0(DI) \
+	MOVQ    R9, 8(DI) \
+	ADDQ    DX, AX \
+	ADCQ    R9, AX \
+	ADCQ    $0, AX \
+	ADDQ    $16, SI \
+	ADDQ    $16, DI \
 copy8: \
-	CMPQ    CX, $8 \
-	JB      copy4 \
+	TESTQ   $8, CX \
+	JZ      copy4 \
 	MOVQ    (SI), DX \
 	MOVQ    DX, (DI) \
 	ADDQ    DX, AX \
 	ADCQ    $0, AX \
 	ADDQ    $8, SI \
 	ADDQ    $8, DI \
-	SUBQ    $8, CX \
-	JMP     copy8 \
 copy4: \
-	CMPQ    CX, $4 \
-	JB      copy2 \
+	TESTQ   $4, CX \
+	JZ      copy2 \
 	MOVL    (SI), DX \
 	MOVL    DX, (DI) \
 	ADDQ    DX, AX \
 	ADCQ    $0, AX \
 	ADDQ    $4, SI \
 	ADDQ    $4, DI \
-	SUBQ    $4, CX \
 copy2: \
-	CMPQ    CX, $2 \
-	JB      copy1 \
+	TESTQ   $2, CX \
+	JZ      copy1 \
 	MOVWQZX (SI), DX \
 	MOVW    DX, (DI) \
 	ADDQ    DX, AX \
 	ADCQ    $0, AX \
 	ADDQ    $2, SI \
 	ADDQ    $2, DI \
-	SUBQ    $2, CX \
 copy1: \
-	TESTQ   CX, CX \
+	TESTQ   $1, CX \
 	JZ      copyDone \
 	MOVBQZX (SI), DX \
 	MOVB    DX, (DI) \
@@ -182,8 +210,6 @@ TEXT ·sum(SB), NOSPLIT, $0-36
 	MOVQ b_len+8(FP), CX
 	CMPB ·useAsm(SB), $0
 	JEQ  slow
-	CMPQ CX, ·maxChunk(SB)
-	JGT  slow
 	CMPQ CX, ·vectorMin(SB)
 	JGE  vector
 
@@ -194,6 +220,13 @@ scalar:
 	JB   tiny
 	CMPQ CX, $64
 	JB   tail
+	JMP  loop64 // over the padding
+
+	// Loops start at a 64-byte boundary, and fit in as few 64-byte blocks
+	// of code as they can (immediates of one byte: -128, not 128): a loop
+	// that spanned one block more ran 1.2-1.5x slower here, depending on
+	// where the linker put it (compare BenchmarkSumImpl/avx2 with csumbench).
+	PCALIGN $64
 
 loop64:
 	ADDQ 0(SI), AX
@@ -212,17 +245,20 @@ loop64:
 
 tail:
 	SUMTAIL
-	FINISH
+	FINISH(initial+24(FP))
 	MOVL AX, ret+32(FP)
 	RET
 
 tiny:
 	SUMTINY
-	FINISH
+	FINISH(initial+24(FP))
 	MOVL AX, ret+32(FP)
 	RET
 
 vector:
+	// The scalar chain has no limit; the vector kernels' lane sums do.
+	CMPQ CX, ·maxChunk(SB)
+	JGT  slow
 	CMPB ·useAVX512(SB), $0
 	JEQ  avx2
 	CMPQ CX, ·avx512Min(SB)
@@ -236,6 +272,87 @@ avx2:
 
 slow:
 	JMP ·sumSlow(SB)
+
+// func copyAndSum(dst []byte, src []byte, initial uint32) uint32
+//
+// copyAndSum is CopyAndSum (which the compiler inlines into a call of it),
+// len(dst) >= len(src): slices shorter than copyVectorMin (all of them
+// without AVX2) are copied and summed here, 64 bytes at a time by an
+// add-with-carry chain over the words it loads and stores, then by exact
+// loads and stores; longer ones go to the vector kernel the flags choose,
+// by a tail call. Without assembly, and for slices longer than maxChunk,
+// it tail-calls the Go function copySumSlow.
+TEXT ·copyAndSum(SB), NOSPLIT, $0-60
+	MOVQ src_len+32(FP), CX
+	CMPB ·useAsm(SB), $0
+	JEQ  slow
+	CMPQ CX, ·copyVectorMin(SB)
+	JGE  vector
+
+scalar:
+	MOVQ dst_base+0(FP), DI
+	MOVQ src_base+24(FP), SI
+	XORL AX, AX
+	CMPQ CX, $64
+	JB   tail
+	JMP  loop64
+
+	PCALIGN $64
+
+loop64:
+	MOVQ 0(SI), DX
+	MOVQ 8(SI), R9
+	MOVQ DX, 0(DI)
+	MOVQ R9, 8(DI)
+	ADDQ DX, AX
+	ADCQ R9, AX
+	MOVQ 16(SI), DX
+	MOVQ 24(SI), R9
+	MOVQ DX, 16(DI)
+	MOVQ R9, 24(DI)
+	ADCQ DX, AX
+	ADCQ R9, AX
+	MOVQ 32(SI), DX
+	MOVQ 40(SI), R9
+	MOVQ DX, 32(DI)
+	MOVQ R9, 40(DI)
+	ADCQ DX, AX
+	ADCQ R9, AX
+	MOVQ 48(SI), DX
+	MOVQ 56(SI), R9
+	MOVQ DX, 48(DI)
+	MOVQ R9, 56(DI)
+	ADCQ DX, AX
+	ADCQ R9, AX
+	ADCQ $0, AX
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $64, CX
+	CMPQ CX, $64
+	JAE  loop64
+
+tail:
+	COPYTAIL
+	FINISH(initial+48(FP))
+	MOVL AX, ret+56(FP)
+	RET
+
+vector:
+	CMPQ CX, ·maxChunk(SB)
+	JGT  slow
+	CMPB ·useAVX512(SB), $0
+	JEQ  avx2
+	CMPQ CX, ·avx512CopyMin(SB)
+	JLT  avx2
+	JMP  ·copySumAVX512(SB)
+
+avx2:
+	CMPB ·useAVX2(SB), $0
+	JEQ  scalar
+	JMP  ·copySumAVX2(SB)
+
+slow:
+	JMP ·copySumSlow(SB)
 
 // func sumAVX2(b []byte, initial uint32) uint32
 TEXT ·sumAVX2(SB), NOSPLIT, $0-36
@@ -256,8 +373,9 @@ TEXT ·sumAVX2(SB), NOSPLIT, $0-36
 
 	CMPQ CX, $128
 	JB   tail32
+	JMP  loop128
 
-	PCALIGN $32
+	PCALIGN $64
 
 loop128:
 	VMOVDQU 0(SI), Y8
@@ -276,10 +394,10 @@ loop128:
 	VPADDQ  Y9, Y5, Y5
 	VPADDQ  Y10, Y6, Y6
 	VPADDQ  Y11, Y7, Y7
-	ADDQ    $128, SI
-	SUBQ    $128, CX
-	CMPQ    CX, $128
-	JAE     loop128
+	SUBQ    $-128, SI
+	ADDQ    $-128, CX
+	CMPQ    CX, $127
+	JA      loop128
 
 tail32:
 	CMPQ CX, $32
@@ -311,18 +429,18 @@ scalar:
 	CMPQ b_len+8(FP), $8
 	JB   tiny
 	SUMTAIL
-	FINISH
+	FINISH(initial+24(FP))
 	MOVL AX, ret+32(FP)
 	RET
 
 tiny:
 	SUMTINY
-	FINISH
+	FINISH(initial+24(FP))
 	MOVL AX, ret+32(FP)
 	RET
 
-// func copySumAVX2(dst []byte, src []byte) uint64
-TEXT ·copySumAVX2(SB), NOSPLIT, $0-56
+// func copySumAVX2(dst []byte, src []byte, initial uint32) uint32
+TEXT ·copySumAVX2(SB), NOSPLIT, $0-60
 	MOVQ dst_base+0(FP), DI
 	MOVQ src_base+24(FP), SI
 	MOVQ src_len+32(FP), CX
@@ -339,9 +457,13 @@ TEXT ·copySumAVX2(SB), NOSPLIT, $0-56
 	VPXOR Y6, Y6, Y6
 	VPXOR Y7, Y7, Y7
 
+	CMPQ CX, $128
+	JB   loop32
+	JMP  loop128
+
+	PCALIGN $64
+
 loop128:
-	CMPQ    CX, $128
-	JB      loop32
 	VMOVDQU 0(SI), Y8
 	VMOVDQU 32(SI), Y9
 	VMOVDQU 64(SI), Y10
@@ -362,10 +484,11 @@ loop128:
 	VPADDQ  Y9, Y5, Y5
 	VPADDQ  Y10, Y6, Y6
 	VPADDQ  Y11, Y7, Y7
-	ADDQ    $128, SI
-	ADDQ    $128, DI
-	SUBQ    $128, CX
-	JMP     loop128
+	SUBQ    $-128, SI
+	SUBQ    $-128, DI
+	ADDQ    $-128, CX
+	CMPQ    CX, $127
+	JA      loop128
 
 loop32:
 	CMPQ    CX, $32
@@ -394,7 +517,8 @@ reduce:
 
 tail:
 	COPYTAIL
-	MOVQ AX, ret+48(FP)
+	FINISH(initial+48(FP))
+	MOVL AX, ret+56(FP)
 	RET
 
 // func sumAVX512(b []byte, initial uint32) uint32
@@ -414,9 +538,13 @@ TEXT ·sumAVX512(SB), NOSPLIT, $0-36
 	VPXORQ Z6, Z6, Z6 // H2
 	VPXORQ Z7, Z7, Z7 // H3
 
+	CMPQ CX, $256
+	JB   loop64
+	JMP  loop256
+
+	PCALIGN $64
+
 loop256:
-	CMPQ      CX, $256
-	JB        loop64
 	VMOVDQU64 0(SI), Z8
 	VMOVDQU64 64(SI), Z9
 	VMOVDQU64 128(SI), Z10
@@ -435,7 +563,8 @@ loop256:
 	VPADDQ    Z11, Z7, Z7
 	ADDQ      $256, SI
 	SUBQ      $256, CX
-	JMP       loop256
+	CMPQ      CX, $256
+	JAE       loop256
 
 loop64:
 	CMPQ      CX, $64
@@ -478,18 +607,18 @@ scalar:
 	CMPQ b_len+8(FP), $8
 	JB   tiny
 	SUMTAIL
-	FINISH
+	FINISH(initial+24(FP))
 	MOVL AX, ret+32(FP)
 	RET
 
 tiny:
 	SUMTINY
-	FINISH
+	FINISH(initial+24(FP))
 	MOVL AX, ret+32(FP)
 	RET
 
-// func copySumAVX512(dst []byte, src []byte) uint64
-TEXT ·copySumAVX512(SB), NOSPLIT, $0-56
+// func copySumAVX512(dst []byte, src []byte, initial uint32) uint32
+TEXT ·copySumAVX512(SB), NOSPLIT, $0-60
 	MOVQ dst_base+0(FP), DI
 	MOVQ src_base+24(FP), SI
 	MOVQ src_len+32(FP), CX
@@ -506,9 +635,13 @@ TEXT ·copySumAVX512(SB), NOSPLIT, $0-56
 	VPXORQ Z6, Z6, Z6
 	VPXORQ Z7, Z7, Z7
 
+	CMPQ CX, $256
+	JB   loop64
+	JMP  loop256
+
+	PCALIGN $64
+
 loop256:
-	CMPQ      CX, $256
-	JB        loop64
 	VMOVDQU64 0(SI), Z8
 	VMOVDQU64 64(SI), Z9
 	VMOVDQU64 128(SI), Z10
@@ -532,7 +665,8 @@ loop256:
 	ADDQ      $256, SI
 	ADDQ      $256, DI
 	SUBQ      $256, CX
-	JMP       loop256
+	CMPQ      CX, $256
+	JAE       loop256
 
 loop64:
 	CMPQ      CX, $64
@@ -576,5 +710,6 @@ reduce:
 
 tail:
 	COPYTAIL
-	MOVQ AX, ret+48(FP)
+	FINISH(initial+48(FP))
+	MOVL AX, ret+56(FP)
 	RET

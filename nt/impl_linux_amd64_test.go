@@ -3,17 +3,17 @@
 package nt
 
 import (
-	"os"
 	"slices"
-	"strings"
 	"testing"
+
+	"github.com/xdpkit/xdpkit/internal/asmtest"
 )
 
 // TestImplsPresent reads the CPU's flags from /proc/cpuinfo, a source
 // independent of x/sys/cpu, and fails if an implementation that the CPU
 // can run is not tested, or if the default is not the widest one.
 func TestImplsPresent(t *testing.T) {
-	flags := cpuinfoFlags(t)
+	flags := asmtest.CPUFlags(t)
 	var want []string
 	if flags["avx512f"] {
 		want = append(want, "avx512")
@@ -32,25 +32,4 @@ func TestImplsPresent(t *testing.T) {
 	if implName() != want[0] {
 		t.Fatalf("Copy uses %s by default, want %s", implName(), want[0])
 	}
-}
-
-// cpuinfoFlags returns the flags of the first processor in /proc/cpuinfo.
-func cpuinfoFlags(t *testing.T) map[string]bool {
-	t.Helper()
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		t.Fatalf("reading the CPU's flags: %v", err)
-	}
-	for line := range strings.Lines(string(b)) {
-		k, v, ok := strings.Cut(line, ":")
-		if ok && strings.TrimSpace(k) == "flags" {
-			m := map[string]bool{}
-			for _, f := range strings.Fields(v) {
-				m[f] = true
-			}
-			return m
-		}
-	}
-	t.Fatal("/proc/cpuinfo has no flags line")
-	return nil
 }
