@@ -22,10 +22,6 @@ const (
 	// rounds of the paired time ratio. A handler that only reads in place
 	// ("lend" there) pays for the copy at every size.
 	DefaultCopyThreshold = 256
-	// DefaultIdleRounds: an empty round costs a few atomic loads per
-	// socket, a sleep and wake-up through the netpoller microseconds; the
-	// C reference spins 64 empty loops before poll(2) too.
-	DefaultIdleRounds = 64
 )
 
 // Errors returned by New and Run.
@@ -71,9 +67,14 @@ type Config struct {
 	// Spin locks Run to its OS thread and never sleeps.
 	Spin bool
 	// IdleRounds is how many empty rounds the Poller polls, after a
-	// round that took packets, before it sleeps (default
-	// DefaultIdleRounds): it keeps polling while traffic flows. Negative
-	// sleeps as soon as a round comes up empty-handed.
+	// round that took packets, before it sleeps. 0 (the default) decides
+	// from measurement: poll again only while the expected wait for the
+	// next packet is shorter than a sleep and its wake-up on this host
+	// (Stats.ExpectedGap, Stats.SleepCost), and no longer than a sleep
+	// would cost after the last packet. A positive value is a fixed
+	// count; negative sleeps as soon as a round comes up empty-handed.
+	// With Spin, the empty rounds between maintenance passes (at least
+	// 64).
 	IdleRounds int
 }
 
@@ -89,9 +90,6 @@ func (c *Config) setDefaults() error {
 	}
 	if c.CopyThreshold == 0 {
 		c.CopyThreshold = DefaultCopyThreshold
-	}
-	if c.IdleRounds == 0 {
-		c.IdleRounds = DefaultIdleRounds
 	}
 	if c.FillBatch == 0 {
 		c.FillBatch = DefaultFillBatch

@@ -55,6 +55,8 @@ type options struct {
 	srcMAC, dstMAC    net.HardwareAddr
 	srcIP, dstIP      netip.Addr
 	srcPort, dstPort  int
+	idleRounds        int // rxdrop: rxpath.Config.IdleRounds
+	busyPoll          int // rxdrop: busy-poll budget (0: off)
 }
 
 var o options
@@ -151,6 +153,8 @@ func parseArgs(args []string) {
 	fs.Var(ipFlag{&o.dstIP}, "dst-ip", "txonly: destination IPv4")
 	num(&o.srcPort, "", "src-port", 12345, "txonly: UDP source port")
 	num(&o.dstPort, "", "dst-port", 9, "txonly: UDP destination port")
+	num(&o.idleRounds, "", "idle-rounds", 0, "rxdrop: rxpath.Config.IdleRounds (0: the poller's default)")
+	num(&o.busyPoll, "", "busy-poll", 0, "rxdrop: busy-poll with this budget (xsk PreferBusyPoll, rxpath BusyPoll; 0: off)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
@@ -632,7 +636,11 @@ func (r *receiver) kick() {
 
 func runRX(fwd bool) {
 	u := newUMEM()
-	in, err := xsk.New(o.ifname, o.queue, u, socketConfig(false, true))
+	sc := socketConfig(false, true)
+	if !fwd && o.busyPoll > 0 {
+		sc.PreferBusyPoll, sc.BusyPollTimeout, sc.BusyPollBudget = true, 20*time.Microsecond, o.busyPoll
+	}
+	in, err := xsk.New(o.ifname, o.queue, u, sc)
 	if err != nil {
 		die("socket on %s queue %d: %v", o.ifname, o.queue, err)
 	}
@@ -648,7 +656,11 @@ func runRX(fwd bool) {
 		r.pend = make([]xsk.Desc, 0, 2*o.batch)
 		r.comp = make([]uint64, o.ring)
 	}
-	p, err := rxpath.New(&rxpath.Config{Weight: o.batch, CopyThreshold: -1, FillBatch: o.batch}, in)
+	pc := &rxpath.Config{Weight: o.batch, CopyThreshold: -1, FillBatch: o.batch}
+	if !fwd {
+		pc.IdleRounds, pc.BusyPoll = o.idleRounds, o.busyPoll > 0
+	}
+	p, err := rxpath.New(pc, in)
 	if err != nil {
 		die("poller: %v", err)
 	}
@@ -700,6 +712,10 @@ func runRX(fwd bool) {
 		o.frameSize, kicks, allocs)
 	if fwd {
 		fmt.Fprintf(&b, `,"out_iface":%q,"tx_completed":%d,"tx_full":%d`, o.outIfname, r.completed, r.txFull)
+	} else {
+		ps, _ := p.Stats() // the socket's counters are above
+		fmt.Fprintf(&b, `,"rounds":%d,"spins":%d,"sleeps":%d,"wakeups":%d,"syscalls":%d,"sleep_cost_ns":%d,"expected_gap_ns":%d`,
+			ps.Rounds, ps.Spins, ps.Sleeps, ps.Wakeups, ps.Syscalls, ps.SleepCost.Nanoseconds(), ps.ExpectedGap.Nanoseconds())
 	}
 	b.WriteString("}\n")
 	os.Stdout.WriteString(b.String())
