@@ -105,8 +105,10 @@ type Poller struct {
 	epoch     time.Time     // Run's start: round times are offsets from it
 	lastPkt   time.Duration // when the last round that took packets began
 	gap       time.Duration // expected wait for the next packet (moving average)
-	sleepCost time.Duration // SleepCost(), read at Run's start
-	deadline  time.Time     // the epoll file's read deadline, zero if none
+	sleepCost time.Duration // median of costs: CPU of one sleep and wake-up
+	costs     [costSamples]time.Duration
+	ncost     int
+	deadline  time.Time // the epoll file's read deadline, zero if none
 
 	h       Handler
 	copier  Copier
@@ -252,8 +254,6 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 	p.ender, _ = h.(RoundEnder)
 	defer func() { p.h, p.copier, p.ender = nil, nil, nil }()
 
-	p.sleepCost = SleepCost()
-	p.pub.sleepCost.Store(int64(p.sleepCost))
 	p.epoch, p.lastPkt = time.Now(), 0
 	p.deadline = time.Time{}
 	p.stop.Store(false)
@@ -327,6 +327,14 @@ func (p *Poller) loop() error {
 			continue
 		}
 		idle = 0
+		// Time this sleep, from here to the wake-up, in CPU time of the
+		// thread (now and then): what spinning instead would save.
+		sample := p.cfg.IdleRounds == 0 && !p.cfg.Spin && p.c.sleeps%costEvery == 0
+		var cpu0 time.Duration
+		var tid int
+		if sample {
+			cpu0, tid = threadCPU()
+		}
 		if p.cfg.Spin {
 			// Never sleep, but do what a sleep would: notice a closed
 			// socket, refill the Fill rings from frames given back
@@ -363,6 +371,12 @@ func (p *Poller) loop() error {
 		if err != nil {
 			return err
 		}
+		if sample && woke {
+			// Same thread (a goroutine may resume on another): a sample.
+			if cpu1, tid1 := threadCPU(); tid1 == tid && tid >= 0 && cpu1 >= cpu0 {
+				p.noteCost(cpu1 - cpu0)
+			}
+		}
 		if !woke && !starved && !p.stop.Load() {
 			// A quiet interval. A socket whose interface went away is
 			// unbound and says so only in SO_ERROR (ENETDOWN): look.
@@ -386,7 +400,10 @@ func (p *Poller) loop() error {
 // through the next burst, a stream slower than a sleep still does.
 func (p *Poller) arrived(now time.Duration, got int) {
 	if p.lastPkt > 0 {
-		sample := min((now-p.lastPkt)/time.Duration(got), 2*p.sleepCost)
+		sample := (now - p.lastPkt) / time.Duration(got)
+		if p.sleepCost > 0 {
+			sample = min(sample, 2*p.sleepCost)
+		}
 		p.gap += (sample - p.gap) / 4
 	}
 	p.lastPkt = now
@@ -395,10 +412,11 @@ func (p *Poller) arrived(now time.Duration, got int) {
 // keepPolling decides, after the idle'th empty round in a row, begun at
 // now, whether to poll again (true) or to sleep. With Config.IdleRounds 0
 // it polls only while that is cheaper than sleeping: while the expected
-// wait for the next packet is shorter than a sleep and its wake-up
-// (SleepCost, measured on the host), and then for no longer than one
-// sleep would cost since the last packet (so that a stream which stopped
-// costs at most twice what sleeping at once would have). Spin polls
+// wait for the next packet is shorter than what a sleep and its wake-up
+// cost the poller in CPU time (measured on its own sleeps; until the
+// first samples, nothing: it sleeps), and then for no longer than that
+// since the last packet (so that a stream which stopped costs at most
+// twice what sleeping at once would have). Spin polls
 // IdleRounds (64 by default) rounds between maintenance passes; a positive
 // IdleRounds is a fixed count; a negative one sleeps at once.
 func (p *Poller) keepPolling(now time.Duration, idle int) bool {
