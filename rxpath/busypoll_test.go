@@ -78,3 +78,15 @@ func TestBusyPoll(t *testing.T) {
 		}
 	}
 }
+
+// TestSleepCost: the host's sleep cost is measured once and cached.
+func TestSleepCost(t *testing.T) {
+	d := rxpath.SleepCost()
+	if d <= 0 || d >= time.Second {
+		t.Fatalf("SleepCost() = %v", d)
+	}
+	if d2 := rxpath.SleepCost(); d2 != d {
+		t.Fatalf("SleepCost() = %v, then %v: not cached", d, d2)
+	}
+	t.Logf("a sleep in the runtime's poller and its wake-up: %v", d)
+}

@@ -18,11 +18,10 @@
 // once, and so is one that took packets. After an empty round the poller
 // polls again only while that is cheaper than sleeping: while the
 // expected wait for the next packet (a moving average of the gaps it
-// sees) is shorter than what a sleep and its wake-up cost it in CPU time
-// on this host (measured on its own sleeps: one in 8 is timed by the
-// thread's CPU clock), and no longer than one sleep would cost after the
-// last packet, so that polling a stream that stopped costs at most as
-// much again as sleeping at once would have.
+// sees) is shorter than a sleep and its wake-up on this host
+// ([SleepCost], measured once per process), and no longer than one
+// sleep would cost after the last packet, so that polling a stream that
+// stopped costs at most as much again as sleeping at once would have.
 // Stats reports the decision: Spins, Sleeps, SleepCost, ExpectedGap.
 // Config.IdleRounds replaces the rule with a fixed count. A round that
 // came up short and does not poll again completes, as napi_complete_done does:

@@ -105,10 +105,9 @@ type Poller struct {
 	epoch     time.Time     // Run's start: round times are offsets from it
 	lastPkt   time.Duration // when the last round that took packets began
 	gap       time.Duration // expected wait for the next packet (moving average)
-	sleepCost time.Duration // median of costs: CPU of one sleep and wake-up
-	costs     [costSamples]time.Duration
-	ncost     int
-	deadline  time.Time // the epoll file's read deadline, zero if none
+	dev       time.Duration // its mean deviation (moving average)
+	sleepCost time.Duration // SleepCost(), read at Run's start
+	deadline  time.Time     // the epoll file's read deadline, zero if none
 
 	h       Handler
 	copier  Copier
@@ -254,6 +253,8 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 	p.ender, _ = h.(RoundEnder)
 	defer func() { p.h, p.copier, p.ender = nil, nil, nil }()
 
+	p.sleepCost = SleepCost()
+	p.pub.sleepCost.Store(int64(p.sleepCost))
 	p.epoch, p.lastPkt = time.Now(), 0
 	p.deadline = time.Time{}
 	p.stop.Store(false)
@@ -327,14 +328,6 @@ func (p *Poller) loop() error {
 			continue
 		}
 		idle = 0
-		// Time this sleep, from here to the wake-up, in CPU time of the
-		// thread (now and then): what spinning instead would save.
-		sample := p.cfg.IdleRounds == 0 && !p.cfg.Spin && p.c.sleeps%costEvery == 0
-		var cpu0 time.Duration
-		var tid int
-		if sample {
-			cpu0, tid = threadCPU()
-		}
 		if p.cfg.Spin {
 			// Never sleep, but do what a sleep would: notice a closed
 			// socket, refill the Fill rings from frames given back
@@ -371,12 +364,6 @@ func (p *Poller) loop() error {
 		if err != nil {
 			return err
 		}
-		if sample && woke {
-			// Same thread (a goroutine may resume on another): a sample.
-			if cpu1, tid1 := threadCPU(); tid1 == tid && tid >= 0 && cpu1 >= cpu0 {
-				p.noteCost(cpu1 - cpu0)
-			}
-		}
 		if !woke && !starved && !p.stop.Load() {
 			// A quiet interval. A socket whose interface went away is
 			// unbound and says so only in SO_ERROR (ENETDOWN): look.
@@ -393,30 +380,32 @@ func (p *Poller) loop() error {
 
 // arrived updates the expected wait for the next packet after a round,
 // begun at now, that took got packets: a moving average (weight 1/4) of
-// the time since the previous such round per packet taken. A round after
-// a sleep takes what arrived during the wake-up, so a stream faster than
-// the wake-up still shows as one. A sample counts for at most twice the
-// sleep cost: one pause between bursts does not make the poller sleep
-// through the next burst, a stream slower than a sleep still does.
+// the time since the previous such round per packet taken, and of its
+// deviation from that average (as TCP estimates a round-trip time and
+// its variation). A round after a sleep takes what arrived during the
+// wake-up, so a stream faster than the wake-up still shows as one. A
+// sample counts for at most twice the sleep cost: one pause between
+// bursts does not make the poller sleep through the next burst, a stream
+// slower than a sleep still does.
 func (p *Poller) arrived(now time.Duration, got int) {
 	if p.lastPkt > 0 {
-		sample := (now - p.lastPkt) / time.Duration(got)
-		if p.sleepCost > 0 {
-			sample = min(sample, 2*p.sleepCost)
-		}
-		p.gap += (sample - p.gap) / 4
+		sample := min((now-p.lastPkt)/time.Duration(got), 2*p.sleepCost)
+		d := sample - p.gap
+		p.gap += d / 4
+		p.dev += (max(d, -d) - p.dev) / 4
 	}
 	p.lastPkt = now
 }
 
 // keepPolling decides, after the idle'th empty round in a row, begun at
 // now, whether to poll again (true) or to sleep. With Config.IdleRounds 0
-// it polls only while that is cheaper than sleeping: while the expected
-// wait for the next packet is shorter than what a sleep and its wake-up
-// cost the poller in CPU time (measured on its own sleeps; until the
-// first samples, nothing: it sleeps), and then for no longer than that
-// since the last packet (so that a stream which stopped costs at most
-// twice what sleeping at once would have). Spin polls
+// it polls only while the next packet is expected sooner than a sleep and
+// its wake-up take (SleepCost, measured on the host): while the expected
+// gap is shorter than that and the packet is not overdue, that is while
+// the silence since the last packet is shorter than the expected gap plus
+// four deviations (a burst that ended), and never longer than one sleep
+// (so that a stream which stopped costs at most twice what sleeping at
+// once would have). Spin polls
 // IdleRounds (64 by default) rounds between maintenance passes; a positive
 // IdleRounds is a fixed count; a negative one sleeps at once.
 func (p *Poller) keepPolling(now time.Duration, idle int) bool {
@@ -428,7 +417,8 @@ func (p *Poller) keepPolling(now time.Duration, idle int) bool {
 	case r < 0:
 		return false
 	}
-	return p.gap < p.sleepCost && now-p.lastPkt < p.sleepCost
+	quiet := now - p.lastPkt
+	return p.gap < p.sleepCost && quiet < p.sleepCost && quiet <= p.gap+4*p.dev
 }
 
 // spinRounds is how many empty rounds a spinning poller polls between

@@ -29,17 +29,16 @@ type Stats struct {
 	Spins       uint64 // empty rounds polled again at once instead of sleeping
 	Sleeps      uint64 // times the poller went to sleep
 	Wakeups     uint64 // sleeps ended by a readable socket
-	Syscalls    uint64 // system calls made by the poller: RX wake-ups, busy polls (not the clock reads timing sleeps)
+	Syscalls    uint64 // system calls made by the poller: RX wake-ups, busy polls
 	FillEmpty   uint64 // refills that found a Fill ring empty
 	FillStarved uint64 // refills that found no frame to put on an empty Fill ring
-	// SleepCost is what the idle rule weighs polling against: the CPU
-	// time a sleep and its wake-up cost the poller's thread on this host
-	// (the median of its last 16 timed sleeps, one in 8 timed; 0 until
-	// the first). ExpectedGap is the poller's current estimate of the
-	// wait for the next packet. With Config.IdleRounds 0 an empty round
-	// is followed by another at once (counted in Spins) only while
-	// ExpectedGap < SleepCost, and for at most SleepCost after the last
-	// packet; otherwise the poller sleeps.
+	// SleepCost is what the idle rule weighs polling against: how long a
+	// sleep in the Go runtime's poller and its wake-up take on this host
+	// (SleepCost), as of the last Run. ExpectedGap is the poller's
+	// current estimate of the wait for the next packet. With
+	// Config.IdleRounds 0 an empty round is followed by another at once
+	// (counted in Spins) only while ExpectedGap < SleepCost, and for at
+	// most SleepCost after the last packet; otherwise the poller sleeps.
 	SleepCost   time.Duration
 	ExpectedGap time.Duration
 	// RoundHistogram counts rounds by packets taken: bucket 0 is 0

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -76,33 +77,68 @@ func (p *Poller) sleep(timeout time.Duration) (woke bool, err error) {
 	return false, fmt.Errorf("rxpath: wait: %w", err)
 }
 
-// The idle rule's sleep cost: every costEvery'th sleep of a Poller with
-// Config.IdleRounds 0 is timed in CPU time of its thread, from the
-// decision to sleep to the wake-up, and the cost is the median of the
-// last costSamples such samples.
+// Calibration of SleepCost: sleeps of calSleep on a timerfd, calSamples
+// of them.
 const (
-	costEvery   = 8
-	costSamples = 16
+	calSamples = 16
+	calSleep   = 20 * time.Microsecond
+	// calFallback is SleepCost where the host cannot be measured (no
+	// timerfd): the order of what it measures on a 2-vCPU VM.
+	calFallback = 20 * time.Microsecond
 )
 
-// threadCPU reads the calling thread's CPU time and id (two system calls,
-// made for one sleep in costEvery).
-func threadCPU() (time.Duration, int) {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
-		return 0, -1
-	}
-	return time.Duration(ts.Nano()), unix.Gettid()
+var sleepCost struct {
+	once sync.Once
+	d    time.Duration
 }
 
-// noteCost adds a sample of what a sleep and its wake-up cost the
-// poller's thread, and sets sleepCost to the median of the samples kept.
-func (p *Poller) noteCost(d time.Duration) {
-	p.costs[p.ncost%costSamples] = d
-	p.ncost++
-	n := min(p.ncost, costSamples)
-	tmp := p.costs // a copy, on the stack
-	slices.Sort(tmp[:n])
-	p.sleepCost = tmp[n/2]
-	p.pub.sleepCost.Store(int64(p.sleepCost))
+// SleepCost returns how long a goroutine's sleep in the Go runtime's
+// network poller and its wake-up take on this host, beyond the sleep
+// itself: the median, over 16 sleeps of 20 µs on a timerfd watched
+// through the runtime's poller (the path a Poller sleeps on), of the
+// time from the timer's expiry to the goroutine running again. It is
+// measured once per process, on first use (a Poller's first Run), which
+// takes about half a millisecond, and cached. A Poller with
+// Config.IdleRounds 0 polls an empty ring again only while the next
+// packet is expected sooner than this.
+func SleepCost() time.Duration {
+	sleepCost.once.Do(func() {
+		d, err := measureSleep(calSamples, calSleep)
+		if err != nil || d <= 0 {
+			d = calFallback
+		}
+		sleepCost.d = d
+	})
+	return sleepCost.d
+}
+
+// measureSleep returns the median lateness of n wake-ups from a timerfd
+// armed sleep ahead, through the runtime's poller.
+func measureSleep(n int, sleep time.Duration) (time.Duration, error) {
+	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
+		return 0, os.NewSyscallError("timerfd_create", err)
+	}
+	f := os.NewFile(uintptr(fd), "rxpath-timerfd")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	late := make([]time.Duration, 0, n)
+	its := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(sleep))}
+	for range n {
+		// Setting the timer clears its expiry count: the runtime's
+		// edge-triggered poller wakes us when it fires again.
+		at := time.Now().Add(sleep)
+		if err := unix.TimerfdSettime(fd, 0, &its, nil); err != nil {
+			return 0, os.NewSyscallError("timerfd_settime", err)
+		}
+		if err := rc.Read(func(uintptr) bool { return !time.Now().Before(at) }); err != nil {
+			return 0, err
+		}
+		late = append(late, time.Since(at))
+	}
+	slices.Sort(late)
+	return late[n/2], nil
 }
