@@ -37,8 +37,9 @@ type Stats struct {
 	// (SleepCost), as of the last Run. ExpectedGap is the poller's
 	// current estimate of the wait for the next packet. With
 	// Config.IdleRounds 0 an empty round is followed by another at once
-	// (counted in Spins) only while ExpectedGap < SleepCost, and for at
-	// most SleepCost after the last packet; otherwise the poller sleeps.
+	// (counted in Spins) only while ExpectedGap < SleepCost, the next
+	// packet is not overdue (see Config.IdleRounds) and for at most
+	// SleepCost after the last packet; otherwise the poller sleeps.
 	SleepCost   time.Duration
 	ExpectedGap time.Duration
 	// RoundHistogram counts rounds by packets taken: bucket 0 is 0
