@@ -106,6 +106,9 @@ type Poller struct {
 	lastPkt   time.Duration // when the last round that took packets began
 	gap       time.Duration // expected wait for the next packet (moving average)
 	dev       time.Duration // its mean deviation (moving average)
+	prevRound time.Duration // when the previous round began
+	spun      bool          // the previous round was an empty one polled again
+	calmUntil time.Duration // the poller does not poll an empty ring again before this
 	sleepCost time.Duration // SleepCost(), read at Run's start
 	deadline  time.Time     // the epoll file's read deadline, zero if none
 
@@ -303,6 +306,15 @@ func (p *Poller) loop() error {
 	idle := 0 // empty rounds in a row
 	for !p.stop.Load() {
 		now := time.Since(p.epoch)
+		if p.spun && now-p.prevRound > preemptedAfter*p.sleepCost {
+			// Descheduled while polling an empty ring: another task wants
+			// this CPU. Polling then only lowers the poller's claim on it
+			// (the scheduler favours a task that slept), so sleep at once
+			// for a while.
+			p.c.preempted++
+			p.calmUntil = now + calmFor*p.sleepCost
+		}
+		p.prevRound, p.spun = now, false
 		got, full, err := p.round(now)
 		if err != nil {
 			return err
@@ -325,6 +337,7 @@ func (p *Poller) loop() error {
 		idle++
 		if p.keepPolling(now, idle) {
 			p.c.spins++
+			p.spun = true
 			continue
 		}
 		idle = 0
@@ -399,7 +412,8 @@ func (p *Poller) arrived(now time.Duration, got int) {
 
 // keepPolling decides, after the idle'th empty round in a row, begun at
 // now, whether to poll again (true) or to sleep. With Config.IdleRounds 0
-// it polls only while the next packet is expected sooner than a sleep and
+// it polls only while no other task was found to want the CPU (see
+// preemptedAfter) and the next packet is expected sooner than a sleep and
 // its wake-up take (SleepCost, measured on the host): while the expected
 // gap is shorter than that and the packet is not overdue, that is while
 // the silence since the last packet is shorter than the expected gap plus
@@ -418,8 +432,17 @@ func (p *Poller) keepPolling(now time.Duration, idle int) bool {
 		return false
 	}
 	quiet := now - p.lastPkt
-	return p.gap < p.sleepCost && quiet < p.sleepCost && quiet <= p.gap+4*p.dev
+	return now >= p.calmUntil && p.gap < p.sleepCost && quiet < p.sleepCost && quiet <= p.gap+4*p.dev
 }
+
+// A round that begins more than preemptedAfter sleep costs after an empty
+// round the poller polled again means the scheduler ran something else
+// meanwhile; the poller then sleeps as soon as a round comes up empty for
+// the next calmFor sleep costs (some scheduler time slices).
+const (
+	preemptedAfter = 10
+	calmFor        = 1000
+)
 
 // spinRounds is how many empty rounds a spinning poller polls between
 // maintenance passes (spinMaintain).

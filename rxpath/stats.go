@@ -27,6 +27,7 @@ type Stats struct {
 	Dropped     uint64 // packets dropped for a bad descriptor
 	Invalid     uint64 // descriptors outside the UMEM or naming a frame not lent
 	Spins       uint64 // empty rounds polled again at once instead of sleeping
+	Preempted   uint64 // spins the scheduler interrupted (another task wants the CPU: the poller then sleeps at once for 1000 SleepCosts)
 	Sleeps      uint64 // times the poller went to sleep
 	Wakeups     uint64 // sleeps ended by a readable socket
 	Syscalls    uint64 // system calls made by the poller: RX wake-ups, busy polls
@@ -59,16 +60,16 @@ type SocketStats struct {
 }
 
 func (s *Stats) String() string {
-	return fmt.Sprintf("rounds %d (full %d, timed %d, max %d), packets %d (copied %d, lent %d, chains %d, kept %d, dropped %d), frames %d, invalid %d, spins %d, sleeps %d, wakeups %d (sleep cost %v, expected gap %v), syscalls %d, fill empty %d, starved %d",
+	return fmt.Sprintf("rounds %d (full %d, timed %d, max %d), packets %d (copied %d, lent %d, chains %d, kept %d, dropped %d), frames %d, invalid %d, spins %d (preempted %d), sleeps %d, wakeups %d (sleep cost %v, expected gap %v), syscalls %d, fill empty %d, starved %d",
 		s.Rounds, s.FullRounds, s.TimeRounds, s.MaxRound, s.Packets, s.Copied, s.Lent, s.Chains, s.Kept, s.Dropped,
-		s.Frames, s.Invalid, s.Spins, s.Sleeps, s.Wakeups, s.SleepCost, s.ExpectedGap, s.Syscalls, s.FillEmpty, s.FillStarved)
+		s.Frames, s.Invalid, s.Spins, s.Preempted, s.Sleeps, s.Wakeups, s.SleepCost, s.ExpectedGap, s.Syscalls, s.FillEmpty, s.FillStarved)
 }
 
 // counters are written by Run only; mirror holds their values as of the
 // last publish, for Stats from any goroutine.
 type counters struct {
 	rounds, fullRounds, timeRounds, maxRound    uint64
-	spins                                       uint64
+	spins, preempted                            uint64
 	bytes, copied, lent, chains, kept           uint64
 	dropped, invalid, sleeps, wakeups, syscalls uint64
 	fillEmpty, fillStarved                      uint64
@@ -77,7 +78,7 @@ type counters struct {
 
 type mirror struct {
 	rounds, fullRounds, timeRounds, maxRound    atomic.Uint64
-	spins                                       atomic.Uint64
+	spins, preempted                            atomic.Uint64
 	sleepCost, gap                              atomic.Int64
 	bytes, copied, lent, chains, kept           atomic.Uint64
 	dropped, invalid, sleeps, wakeups, syscalls atomic.Uint64
@@ -105,6 +106,7 @@ func (p *Poller) publish() {
 	m.dropped.Store(c.dropped)
 	m.invalid.Store(c.invalid)
 	m.spins.Store(c.spins)
+	m.preempted.Store(c.preempted)
 	m.gap.Store(int64(p.gap))
 	m.sleeps.Store(c.sleeps)
 	m.wakeups.Store(c.wakeups)
@@ -133,7 +135,7 @@ func (p *Poller) Stats() (Stats, error) {
 		Rounds: m.rounds.Load(), FullRounds: m.fullRounds.Load(), TimeRounds: m.timeRounds.Load(),
 		MaxRound: m.maxRound.Load(), Bytes: m.bytes.Load(), Copied: m.copied.Load(), Lent: m.lent.Load(),
 		Chains: m.chains.Load(), Kept: m.kept.Load(), Dropped: m.dropped.Load(), Invalid: m.invalid.Load(),
-		Spins: m.spins.Load(), Sleeps: m.sleeps.Load(), Wakeups: m.wakeups.Load(), Syscalls: m.syscalls.Load(),
+		Spins: m.spins.Load(), Preempted: m.preempted.Load(), Sleeps: m.sleeps.Load(), Wakeups: m.wakeups.Load(), Syscalls: m.syscalls.Load(),
 		SleepCost: time.Duration(m.sleepCost.Load()), ExpectedGap: time.Duration(m.gap.Load()),
 		FillEmpty: m.fillEmpty.Load(), FillStarved: m.fillStarved.Load(),
 		Sockets: make([]SocketStats, len(p.socks)),

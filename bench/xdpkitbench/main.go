@@ -714,8 +714,8 @@ func runRX(fwd bool) {
 		fmt.Fprintf(&b, `,"out_iface":%q,"tx_completed":%d,"tx_full":%d`, o.outIfname, r.completed, r.txFull)
 	} else {
 		ps, _ := p.Stats() // the socket's counters are above
-		fmt.Fprintf(&b, `,"rounds":%d,"spins":%d,"sleeps":%d,"wakeups":%d,"syscalls":%d,"sleep_cost_ns":%d,"expected_gap_ns":%d`,
-			ps.Rounds, ps.Spins, ps.Sleeps, ps.Wakeups, ps.Syscalls, ps.SleepCost.Nanoseconds(), ps.ExpectedGap.Nanoseconds())
+		fmt.Fprintf(&b, `,"rounds":%d,"spins":%d,"preempted":%d,"sleeps":%d,"wakeups":%d,"syscalls":%d,"sleep_cost_ns":%d,"expected_gap_ns":%d`,
+			ps.Rounds, ps.Spins, ps.Preempted, ps.Sleeps, ps.Wakeups, ps.Syscalls, ps.SleepCost.Nanoseconds(), ps.ExpectedGap.Nanoseconds())
 	}
 	b.WriteString("}\n")
 	os.Stdout.WriteString(b.String())
