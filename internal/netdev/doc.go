@@ -20,20 +20,24 @@
 //     channels (those are the allocated counts, which can exceed the real
 //     ones).
 //
-// Why the netdev family "did not answer" a first probe on veth: it did
-// answer, with EINVAL and the extended ack "genlmsghdr.reserved field is
-// not 0". vishvananda/netlink's nl.Genlmsg is a 2-byte Go struct serialized
-// as the 4-byte genlmsghdr by an unsafe cast, so the reserved field is
-// whatever two bytes follow it in memory. Older genetlink families are
-// registered with GENL_DONT_VALIDATE_STRICT and ignore the field (which is
-// why resolving the family through the "nlctrl" family works), but families
-// generated from YNL specs, such as netdev, validate strictly and reject
-// the request, for every device, not only veth. That library also stops
-// reading a dump after the first message when the message lacks
-// NLM_F_MULTI, which the netdev family's dump replies lack on this kernel,
-// so a dump showed only "lo". This package therefore speaks generic netlink
-// itself (genl.go): a zeroed header, a "do" request with NLM_F_ACK, replies
-// read until the ACK or NLMSG_DONE. It also asks from the device's own
+// NAPIs, SetNAPI and Queues are the netdev family's napi-get, napi-set and
+// queue-get (Linux 6.8+, napi-set 6.13+, irq-suspend-timeout 6.14+): the
+// per-NAPI knobs busy polling tunes (defer-hard-irqs, gro-flush-timeout,
+// irq-suspend-timeout) and which NAPI polls which queue. A call the kernel
+// lacks returns an *UnsupportedError (errors.ErrUnsupported).
+//
+// Generic netlink goes through github.com/mdlayher/genetlink and
+// github.com/mdlayher/netlink (genl.go), which zero the genlmsghdr's
+// reserved field. vishvananda/netlink does not: its nl.Genlmsg is a 2-byte
+// Go struct serialized as the 4-byte header, so families generated from
+// YNL specs, such as netdev, which validate strictly, reject its requests
+// ("genlmsghdr.reserved field is not 0"). Two habits of the netdev family
+// shape genl.go: its dump replies lack NLM_F_MULTI, so a dump is read until
+// nothing more is queued rather than trusting the flag; and a "do" with a
+// reply asks for no ACK (the library reads one datagram per request).
+// Adding a netdev call is a command number, the attribute numbers from the
+// kernel's Documentation/netlink/specs/netdev.yaml, and a parser over
+// netlink.AttributeDecoder. Every call asks from the device's own
 // namespace: ifindexes are per namespace, and the same index in another
 // namespace is another device or none (ENODEV).
 package netdev

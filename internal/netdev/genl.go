@@ -4,201 +4,65 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
+	"time"
 
+	"github.com/mdlayher/genetlink"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
-// The netdev generic-netlink family (include/uapi/linux/netdev.h).
+// The netdev generic-netlink family: Documentation/netlink/specs/netdev.yaml
+// in the kernel tree, include/uapi/linux/netdev.h.
 const (
 	netdevFamilyName    = "netdev"
 	netdevFamilyVersion = 1
 
-	netdevCmdDevGet = 1
+	netdevCmdDevGet   = 1
+	netdevCmdQueueGet = 10 // Linux 6.8
+	netdevCmdNAPIGet  = 11 // Linux 6.8
+	netdevCmdNAPISet  = 14 // Linux 6.13
 
+	// attribute-set dev
 	netdevAttrDevIfindex           = 1
 	netdevAttrDevPad               = 2
 	netdevAttrDevXDPFeatures       = 3
 	netdevAttrDevXDPZCMaxSegs      = 4
 	netdevAttrDevXDPRxMetaFeatures = 5
 	netdevAttrDevXSKFeatures       = 6
-)
 
-// Generic-netlink control family (include/uapi/linux/genetlink.h).
-const (
-	genlIDCtrl            = 0x10
-	ctrlCmdGetFamily      = 3
-	ctrlAttrFamilyID      = 1
-	ctrlAttrFamilyName    = 2
-	sizeofGenlmsghdr      = 4
-	nlmsgerrAttrMsg       = 1 // NLMSGERR_ATTR_MSG
-	nlaTypeMask           = ^uint16(unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
-	genlRecvBufferSize    = 32 << 10
-	genlReceiveTimeoutSec = 5
+	// attribute-set napi
+	netdevAttrNAPIIfindex           = 1
+	netdevAttrNAPIID                = 2
+	netdevAttrNAPIIRQ               = 3
+	netdevAttrNAPIPID               = 4
+	netdevAttrNAPIDeferHardIRQs     = 5 // u32, at most S32_MAX; Linux 6.13
+	netdevAttrNAPIGROFlushTimeout   = 6 // uint (4 or 8 bytes), ns; Linux 6.13
+	netdevAttrNAPIIRQSuspendTimeout = 7 // uint (4 or 8 bytes), ns; Linux 6.14
+
+	// attribute-set queue
+	netdevAttrQueueID      = 1
+	netdevAttrQueueIfindex = 2
+	netdevAttrQueueType    = 3
+	netdevAttrQueueNAPIID  = 4
 )
 
 var ne = binary.NativeEndian
 
+// genlTimeout bounds one call (dial, family lookup, request, replies).
+const genlTimeout = 5 * time.Second
+
 // errFamilyMissing means the kernel has no netdev family (before 6.3).
 var errFamilyMissing = errors.New("generic netlink family \"netdev\" not present")
 
-// genlConn is a NETLINK_GENERIC socket in the calling thread's namespace.
-type genlConn struct {
-	fd  int
-	seq uint32
-	buf []byte
-}
-
-func dialGenl() (*genlConn, error) {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
-	if err != nil {
-		return nil, os.NewSyscallError("socket(AF_NETLINK, NETLINK_GENERIC)", err)
-	}
-	c := &genlConn{fd: fd, buf: make([]byte, genlRecvBufferSize)}
-	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		c.Close()
-		return nil, os.NewSyscallError("bind(AF_NETLINK)", err)
-	}
-	// Extended acks carry the kernel's reason for an EINVAL; best effort.
-	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_EXT_ACK, 1)
-	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, 1)
-	tv := unix.Timeval{Sec: genlReceiveTimeoutSec}
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		c.Close()
-		return nil, os.NewSyscallError("setsockopt(SO_RCVTIMEO)", err)
-	}
-	return c, nil
-}
-
-func (c *genlConn) Close() error { return unix.Close(c.fd) }
-
-// attr encodes one netlink attribute, padded to 4 bytes.
-func attr(typ uint16, val []byte) []byte {
-	n := unix.NLA_HDRLEN + len(val)
-	b := make([]byte, (n+unix.NLA_ALIGNTO-1)&^(unix.NLA_ALIGNTO-1))
-	ne.PutUint16(b[0:], uint16(n))
-	ne.PutUint16(b[2:], typ)
-	copy(b[unix.NLA_HDRLEN:], val)
-	return b
-}
-
-func u32(v uint32) []byte { b := make([]byte, 4); ne.PutUint32(b, v); return b }
-
-// do sends one "do" request (with NLM_F_ACK) and returns the attributes
-// of the reply messages of type family, read until the kernel's ACK.
-func (c *genlConn) do(family uint16, cmd, version uint8, attrs ...[]byte) ([][]byte, error) {
-	c.seq++
-	seq := c.seq
-	n := unix.NLMSG_HDRLEN + sizeofGenlmsghdr
-	for _, a := range attrs {
-		n += len(a)
-	}
-	msg := make([]byte, unix.NLMSG_HDRLEN, n)
-	ne.PutUint32(msg[0:], uint32(n))
-	ne.PutUint16(msg[4:], family)
-	ne.PutUint16(msg[6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK)
-	ne.PutUint32(msg[8:], seq)
-	ne.PutUint32(msg[12:], 0)             // port id: the kernel fills it in
-	msg = append(msg, cmd, version, 0, 0) // genlmsghdr, reserved zero
-	for _, a := range attrs {
-		msg = append(msg, a...)
-	}
-	if err := unix.Sendto(c.fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return nil, os.NewSyscallError("sendto(NETLINK_GENERIC)", err)
-	}
-
-	var replies [][]byte
-	for {
-		nr, _, err := unix.Recvfrom(c.fd, c.buf, 0)
-		if err != nil {
-			return nil, os.NewSyscallError("recvfrom(NETLINK_GENERIC)", err)
-		}
-		b := c.buf[:nr]
-		for len(b) >= unix.NLMSG_HDRLEN {
-			l := int(ne.Uint32(b[0:]))
-			typ := ne.Uint16(b[4:])
-			flags := ne.Uint16(b[6:])
-			mseq := ne.Uint32(b[8:])
-			if l < unix.NLMSG_HDRLEN || l > len(b) {
-				return nil, fmt.Errorf("netlink: truncated message (%d of %d bytes)", len(b), l)
-			}
-			body := b[unix.NLMSG_HDRLEN:l]
-			b = b[min(len(b), (l+unix.NLMSG_ALIGNTO-1)&^(unix.NLMSG_ALIGNTO-1)):]
-			if mseq != seq {
-				continue // a stale reply to an earlier request
-			}
-			switch typ {
-			case unix.NLMSG_ERROR:
-				if len(body) < 4 {
-					return nil, errors.New("netlink: short error message")
-				}
-				errno := -int32(ne.Uint32(body))
-				if errno == 0 {
-					return replies, nil // the ACK: done
-				}
-				err := error(unix.Errno(errno))
-				if msg := extackMsg(body, flags); msg != "" {
-					err = fmt.Errorf("%w (%s)", err, msg)
-				}
-				return nil, err
-			case unix.NLMSG_DONE:
-				return replies, nil
-			case family:
-				if len(body) < sizeofGenlmsghdr {
-					return nil, errors.New("netlink: short generic netlink message")
-				}
-				replies = append(replies, append([]byte(nil), body[sizeofGenlmsghdr:]...))
-			}
-		}
-	}
-}
-
-// extackMsg returns NLMSGERR_ATTR_MSG from an NLMSG_ERROR body: the error
-// code, the echoed request (only its header with NETLINK_CAP_ACK), then
-// the extended-ack attributes when NLM_F_ACK_TLVS is set.
-func extackMsg(body []byte, flags uint16) string {
-	if flags&unix.NLM_F_ACK_TLVS == 0 || len(body) < 4+unix.NLMSG_HDRLEN {
-		return ""
-	}
-	echoed := unix.NLMSG_HDRLEN
-	if flags&unix.NLM_F_CAPPED == 0 {
-		echoed = int(ne.Uint32(body[4:]))
-	}
-	if 4+echoed > len(body) {
-		return ""
-	}
-	for a, err := range parseAttrs(body[4+echoed:]) {
-		if err != nil {
-			return ""
-		}
-		if a.typ == nlmsgerrAttrMsg {
-			return unix.ByteSliceToString(a.val)
-		}
-	}
-	return ""
-}
-
-type nlAttr struct {
-	typ uint16
-	val []byte
-}
-
-// parseAttrs iterates over the netlink attributes in b.
-func parseAttrs(b []byte) func(yield func(nlAttr, error) bool) {
-	return func(yield func(nlAttr, error) bool) {
-		for len(b) >= unix.NLA_HDRLEN {
-			l := int(ne.Uint16(b[0:]))
-			if l < unix.NLA_HDRLEN || l > len(b) {
-				yield(nlAttr{}, fmt.Errorf("netlink: bad attribute length %d (%d bytes left)", l, len(b)))
-				return
-			}
-			if !yield(nlAttr{typ: ne.Uint16(b[2:]) & nlaTypeMask, val: b[unix.NLA_HDRLEN:l]}, nil) {
-				return
-			}
-			b = b[min(len(b), (l+unix.NLA_ALIGNTO-1)&^(unix.NLA_ALIGNTO-1)):]
-		}
-	}
+// conn is a generic-netlink socket in the calling thread's namespace with
+// the netdev family resolved. mdlayher/netlink creates the socket on the
+// calling thread (no Config.NetNS), so it belongs to that thread's
+// namespace; after that the socket is the namespace's whatever thread
+// reads it.
+type conn struct {
+	c      *genetlink.Conn
+	family uint16
 }
 
 var (
@@ -206,32 +70,168 @@ var (
 	familyID uint16 // the netdev family's id once resolved; ids are global, not per namespace
 )
 
-// netdevFamily resolves the netdev family's id through nlctrl.
-func (c *genlConn) netdevFamily() (uint16, error) {
-	familyMu.Lock()
-	defer familyMu.Unlock()
-	if familyID != 0 {
-		return familyID, nil
-	}
-	replies, err := c.do(genlIDCtrl, ctrlCmdGetFamily, 1, attr(ctrlAttrFamilyName, append([]byte(netdevFamilyName), 0)))
-	if errors.Is(err, unix.ENOENT) {
-		return 0, errFamilyMissing
+func dialNetdev() (*conn, error) {
+	c, err := genetlink.Dial(nil)
+	if errors.Is(err, unix.EPROTONOSUPPORT) {
+		// No generic netlink at all: no netdev family either.
+		return nil, fmt.Errorf("%w: %w", errFamilyMissing, err)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("resolve generic netlink family %q: %w", netdevFamilyName, err)
+		return nil, fmt.Errorf("netdev: dial generic netlink: %w", err)
 	}
-	for _, r := range replies {
-		for a, err := range parseAttrs(r) {
-			if err != nil {
-				return 0, err
-			}
-			if a.typ == ctrlAttrFamilyID && len(a.val) == 2 {
-				familyID = ne.Uint16(a.val)
-				return familyID, nil
-			}
+	// Extended acks carry the kernel's reason for an EINVAL; best effort.
+	// Not NETLINK_CAP_ACK: mdlayher/netlink reads the extended-ack
+	// attributes after the echoed request's full length, which a capped
+	// ack does not carry ("not enough data for netlink error code").
+	_ = c.SetOption(netlink.ExtendedAcknowledge, true)
+	if err := c.SetDeadline(time.Now().Add(genlTimeout)); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("netdev: generic netlink deadline: %w", err)
+	}
+
+	familyMu.Lock()
+	defer familyMu.Unlock()
+	if familyID == 0 {
+		f, err := c.GetFamily(netdevFamilyName)
+		if errors.Is(err, unix.ENOENT) {
+			c.Close()
+			return nil, errFamilyMissing
+		}
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("resolve generic netlink family %q: %w", netdevFamilyName, err)
+		}
+		familyID = f.ID
+	}
+	return &conn{c: c, family: familyID}, nil
+}
+
+func (c *conn) Close() error { return c.c.Close() }
+
+func request(cmd uint8, ae *netlink.AttributeEncoder) (genetlink.Message, error) {
+	m := genetlink.Message{Header: genetlink.Header{Command: cmd, Version: netdevFamilyVersion}}
+	if ae != nil {
+		b, err := ae.Encode()
+		if err != nil {
+			return m, err
+		}
+		m.Data = b
+	}
+	return m, nil
+}
+
+// get sends a "do" request whose answer is one reply message. It asks for
+// no ACK: the reply and the ACK would come in two datagrams, and the
+// library's Receive reads one.
+func (c *conn) get(cmd uint8, ae *netlink.AttributeEncoder) (genetlink.Message, error) {
+	m, err := request(cmd, ae)
+	if err != nil {
+		return m, err
+	}
+	replies, err := c.c.Execute(m, c.family, netlink.Request)
+	if err != nil {
+		return genetlink.Message{}, err
+	}
+	if len(replies) != 1 {
+		return genetlink.Message{}, fmt.Errorf("netdev: %d replies to command %d, want 1", len(replies), cmd)
+	}
+	return replies[0], nil
+}
+
+// set sends a "do" request that has no reply message and waits for the ACK.
+func (c *conn) set(cmd uint8, ae *netlink.AttributeEncoder) error {
+	m, err := request(cmd, ae)
+	if err != nil {
+		return err
+	}
+	_, err = c.c.Execute(m, c.family, netlink.Request|netlink.Acknowledge)
+	return err
+}
+
+// dump sends a dump request and returns every reply message.
+//
+// The netdev family's dump replies lack NLM_F_MULTI (they are put with
+// genlmsg_iput, flags 0), and mdlayher/netlink reads past the first
+// datagram only when a message carries that flag. So a dump larger than
+// one datagram (about 60 NAPIs) would end early. The kernel queues the
+// next part of a dump, or its NLMSG_DONE, from within the recvmsg that
+// consumed the previous part (netlink_recvmsg -> netlink_dump), and the
+// library's Receive stops at NLMSG_DONE. So: receive until the socket has
+// nothing queued after a Receive.
+func (c *conn) dump(cmd uint8, ae *netlink.AttributeEncoder) ([]genetlink.Message, error) {
+	m, err := request(cmd, ae)
+	if err != nil {
+		return nil, err
+	}
+	req, err := c.c.Send(m, c.family, netlink.Request|netlink.Dump)
+	if err != nil {
+		return nil, err
+	}
+	var all []genetlink.Message
+	for {
+		gm, nm, err := c.c.Receive()
+		if err != nil {
+			return nil, err
+		}
+		if err := netlink.Validate(req, nm); err != nil {
+			return nil, err
+		}
+		all = append(all, gm...)
+		more, err := c.pending()
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			return all, nil
 		}
 	}
-	return 0, fmt.Errorf("resolve generic netlink family %q: no id in the reply", netdevFamilyName)
+}
+
+// pending reports whether a datagram is queued on the socket, without
+// blocking.
+func (c *conn) pending() (bool, error) {
+	rc, err := c.c.SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	var more bool
+	var rerr error
+	var b [1]byte
+	err = rc.Read(func(fd uintptr) bool {
+		_, _, rerr = unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		return true
+	})
+	switch {
+	case err != nil:
+		return false, err
+	case rerr == nil:
+		more = true
+	case errors.Is(rerr, unix.EAGAIN):
+	default:
+		return false, fmt.Errorf("netdev: peek generic netlink socket: %w", rerr)
+	}
+	return more, nil
+}
+
+// uintAttr reads a YNL "uint" attribute: 4 or 8 bytes (nla_put_uint).
+func uintAttr(ad *netlink.AttributeDecoder) (uint64, error) {
+	b := ad.Bytes()
+	switch len(b) {
+	case 4:
+		return uint64(ne.Uint32(b)), nil
+	case 8:
+		return ne.Uint64(b), nil
+	}
+	return 0, fmt.Errorf("netdev: uint attribute %d of %d bytes", ad.Type(), len(b))
+}
+
+// u32Attr reads a u32 attribute, checking its length.
+func u32Attr(ad *netlink.AttributeDecoder, what string) (uint32, error) {
+	b := ad.Bytes()
+	if len(b) != 4 {
+		return 0, fmt.Errorf("netdev: %s attribute of %d bytes, want 4", what, len(b))
+	}
+	return ne.Uint32(b), nil
 }
 
 // devFeatures is the reply to NETDEV_CMD_DEV_GET.
@@ -245,27 +245,18 @@ type devFeatures struct {
 // getDevFeatures asks the netdev family about ifindex in the calling
 // thread's namespace.
 func getDevFeatures(ifindex int) (devFeatures, error) {
-	c, err := dialGenl()
-	if errors.Is(err, unix.EPROTONOSUPPORT) {
-		// No generic netlink at all: no netdev family either.
-		return devFeatures{}, fmt.Errorf("%w: %w", errFamilyMissing, err)
-	}
+	c, err := dialNetdev()
 	if err != nil {
 		return devFeatures{}, err
 	}
 	defer c.Close()
-	id, err := c.netdevFamily()
-	if err != nil {
-		return devFeatures{}, err
-	}
-	replies, err := c.do(id, netdevCmdDevGet, netdevFamilyVersion, attr(netdevAttrDevIfindex, u32(uint32(ifindex))))
+	ae := netlink.NewAttributeEncoder()
+	ae.Uint32(netdevAttrDevIfindex, uint32(ifindex))
+	reply, err := c.get(netdevCmdDevGet, ae)
 	if err != nil {
 		return devFeatures{}, fmt.Errorf("netdev dev-get ifindex %d: %w", ifindex, err)
 	}
-	if len(replies) != 1 {
-		return devFeatures{}, fmt.Errorf("netdev dev-get ifindex %d: %d replies, want 1", ifindex, len(replies))
-	}
-	return parseDevGet(replies[0], ifindex)
+	return parseDevGet(reply.Data, ifindex)
 }
 
 // parseDevGet decodes the attributes of a dev-get reply. The u64 feature
@@ -273,26 +264,29 @@ func getDevFeatures(ifindex int) (devFeatures, error) {
 // front of them; it is skipped like any unknown attribute.
 func parseDevGet(b []byte, ifindex int) (devFeatures, error) {
 	var f devFeatures
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return f, fmt.Errorf("netdev: dev-get reply: %w", err)
+	}
 	gotIndex := false
-	for a, err := range parseAttrs(b) {
-		if err != nil {
-			return f, err
-		}
-		switch a.typ {
+	for ad.Next() {
+		switch ad.Type() {
 		case netdevAttrDevIfindex:
-			if len(a.val) != 4 {
-				return f, fmt.Errorf("netdev: ifindex attribute of %d bytes", len(a.val))
+			v, err := u32Attr(ad, "ifindex")
+			if err != nil {
+				return f, err
 			}
-			if got := int(ne.Uint32(a.val)); got != ifindex {
+			if got := int(v); got != ifindex {
 				return f, fmt.Errorf("netdev: reply for ifindex %d, asked for %d", got, ifindex)
 			}
 			gotIndex = true
 		case netdevAttrDevXDPFeatures, netdevAttrDevXSKFeatures, netdevAttrDevXDPRxMetaFeatures:
-			if len(a.val) != 8 {
-				return f, fmt.Errorf("netdev: attribute %d of %d bytes, want 8", a.typ, len(a.val))
+			b := ad.Bytes()
+			if len(b) != 8 {
+				return f, fmt.Errorf("netdev: attribute %d of %d bytes, want 8", ad.Type(), len(b))
 			}
-			v := ne.Uint64(a.val)
-			switch a.typ {
+			v := ne.Uint64(b)
+			switch ad.Type() {
 			case netdevAttrDevXDPFeatures:
 				f.xdp = XDPFeatures(v)
 			case netdevAttrDevXSKFeatures:
@@ -301,11 +295,15 @@ func parseDevGet(b []byte, ifindex int) (devFeatures, error) {
 				f.rxMeta = RxMetadataFeatures(v)
 			}
 		case netdevAttrDevXDPZCMaxSegs:
-			if len(a.val) != 4 {
-				return f, fmt.Errorf("netdev: xdp-zc-max-segs attribute of %d bytes", len(a.val))
+			v, err := u32Attr(ad, "xdp-zc-max-segs")
+			if err != nil {
+				return f, err
 			}
-			f.zcMaxSegs = ne.Uint32(a.val)
+			f.zcMaxSegs = v
 		}
+	}
+	if err := ad.Err(); err != nil {
+		return f, err
 	}
 	if !gotIndex {
 		return f, errors.New("netdev: reply without ifindex")

@@ -9,7 +9,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
-	"github.com/vishvananda/netlink"
+	"github.com/mdlayher/netlink"
+	vnl "github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpkit/xdpkit/test/vethns"
@@ -40,15 +41,20 @@ func TestFeatureStrings(t *testing.T) {
 	}
 }
 
-func TestParseDevGet(t *testing.T) {
-	u64 := func(v uint64) []byte { b := make([]byte, 8); ne.PutUint64(b, v); return b }
-	cat := func(parts ...[]byte) []byte {
-		var b []byte
-		for _, p := range parts {
-			b = append(b, p...)
-		}
-		return b
+// attr encodes one netlink attribute, padded to 4 bytes, as the kernel
+// lays it out.
+func attr(typ uint16, val []byte) []byte {
+	b, err := netlink.MarshalAttributes([]netlink.Attribute{{Type: typ, Data: val}})
+	if err != nil {
+		panic(err)
 	}
+	return b
+}
+
+func u32(v uint32) []byte { b := make([]byte, 4); ne.PutUint32(b, v); return b }
+func u64(v uint64) []byte { b := make([]byte, 8); ne.PutUint64(b, v); return b }
+
+func TestParseDevGet(t *testing.T) {
 	// As the kernel lays it out: ifindex, then PAD before each u64 when
 	// needed for 8-byte alignment, zc-max-segs only with zero-copy.
 	reply := cat(
@@ -266,7 +272,7 @@ func TestNoDevice(t *testing.T) {
 	// The veth exists only in its namespace: asked from the test's own
 	// namespace, it is unknown.
 	_, err := Get(p.A.Name)
-	var nf netlink.LinkNotFoundError
+	var nf vnl.LinkNotFoundError
 	if !errors.Is(err, ErrNoDevice) || !errors.As(err, &nf) {
 		t.Errorf("Get(%q) outside its namespace: %v, want ErrNoDevice wrapping netlink.LinkNotFoundError", p.A.Name, err)
 	}
