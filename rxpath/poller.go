@@ -109,6 +109,8 @@ type Poller struct {
 	prevRound time.Duration // when the previous round began
 	spun      bool          // the previous round was an empty one polled again
 	calmUntil time.Duration // the poller does not poll an empty ring again before this
+	lastEmpty bool          // the previous round took nothing (or was a sleep)
+	wokeAt    time.Duration // when the last sleep ended, if the round after it is next
 	sleepCost time.Duration // SleepCost(), read at Run's start
 	deadline  time.Time     // the epoll file's read deadline, zero if none
 
@@ -323,8 +325,9 @@ func (p *Poller) loop() error {
 			p.ender.EndRound()
 		}
 		if got > 0 {
-			p.arrived(now, got)
+			p.arrived(now)
 		}
+		p.lastEmpty, p.wokeAt = got == 0, 0
 		if full {
 			continue
 		}
@@ -377,6 +380,9 @@ func (p *Poller) loop() error {
 		if err != nil {
 			return err
 		}
+		if woke {
+			p.wokeAt = time.Since(p.epoch)
+		}
 		if !woke && !starved && !p.stop.Load() {
 			// A quiet interval. A socket whose interface went away is
 			// unbound and says so only in SO_ERROR (ENETDOWN): look.
@@ -392,17 +398,22 @@ func (p *Poller) loop() error {
 }
 
 // arrived updates the expected wait for the next packet after a round,
-// begun at now, that took got packets: a moving average (weight 1/4) of
-// the time since the previous such round per packet taken, and of its
-// deviation from that average (as TCP estimates a round-trip time and
-// its variation). A round after a sleep takes what arrived during the
-// wake-up, so a stream faster than the wake-up still shows as one. A
-// sample counts for at most twice the sleep cost: one pause between
-// bursts does not make the poller sleep through the next burst, a stream
-// slower than a sleep still does.
-func (p *Poller) arrived(now time.Duration, got int) {
-	if p.lastPkt > 0 {
-		sample := min((now-p.lastPkt)/time.Duration(got), 2*p.sleepCost)
+// begun at now, that took packets: moving averages (weight 1/4) of the
+// time from one arrival to the next and of its deviation from that
+// average (as TCP estimates a round-trip time and its variation). Only a
+// round that follows an empty one or a sleep sees an arrival: a round
+// after one that took packets is the same batch. After a spin, the
+// arrival was now; after a sleep, one wake-up (SleepCost) before the
+// wake. A sample counts for at most twice the sleep cost: one pause
+// between bursts does not make the poller sleep through the next burst,
+// a stream slower than a sleep still does.
+func (p *Poller) arrived(now time.Duration) {
+	if p.lastPkt > 0 && p.lastEmpty {
+		at := now
+		if p.wokeAt > 0 {
+			at = max(p.wokeAt-p.sleepCost, p.lastPkt)
+		}
+		sample := min(at-p.lastPkt, 2*p.sleepCost)
 		d := sample - p.gap
 		p.gap += d / 4
 		p.dev += (max(d, -d) - p.dev) / 4
