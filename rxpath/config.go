@@ -71,8 +71,8 @@ type Config struct {
 	// from measurement: poll again only while the expected wait for the
 	// next packet is shorter than a sleep and its wake-up on this host
 	// (Stats.ExpectedGap, Stats.SleepCost), the packet is not overdue
-	// (the silence since the last one within the expected gap plus four
-	// mean deviations), and no longer than a sleep after the last packet. A positive value is a fixed
+	// (the silence since the last one within twice the expected gap
+	// plus four mean deviations), and no longer than a sleep after the last packet. A positive value is a fixed
 	// count; negative sleeps as soon as a round comes up empty-handed.
 	// With Spin, the empty rounds between maintenance passes (at least
 	// 64).

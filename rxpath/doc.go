@@ -20,8 +20,8 @@
 // and its wake-up take on this host ([SleepCost], measured once per
 // process): while the expected gap (a moving average of the gaps it
 // sees) is shorter than that, and the packet is not overdue (the silence
-// since the last one is within the expected gap plus four deviations: a
-// burst that ended), and never for longer than one sleep would take, so
+// since the last one is within twice the expected gap plus four
+// deviations; beyond it, a burst ended), and never for longer than one sleep would take, so
 // that polling a stream that stopped costs at most as much again as
 // sleeping at once would have. Stats reports the decision: Spins,
 // Sleeps, SleepCost, ExpectedGap.

@@ -427,8 +427,8 @@ func (p *Poller) arrived(now time.Duration) {
 // preemptedAfter) and the next packet is expected sooner than a sleep and
 // its wake-up take (SleepCost, measured on the host): while the expected
 // gap is shorter than that and the packet is not overdue, that is while
-// the silence since the last packet is shorter than the expected gap plus
-// four deviations (a burst that ended), and never longer than one sleep
+// the silence since the last packet is within twice the expected gap plus
+// four deviations (beyond it, a burst ended), and never longer than one sleep
 // (so that a stream which stopped costs at most twice what sleeping at
 // once would have). Spin polls
 // IdleRounds (64 by default) rounds between maintenance passes; a positive
@@ -443,7 +443,7 @@ func (p *Poller) keepPolling(now time.Duration, idle int) bool {
 		return false
 	}
 	quiet := now - p.lastPkt
-	return now >= p.calmUntil && p.gap < p.sleepCost && quiet < p.sleepCost && quiet <= p.gap+4*p.dev
+	return now >= p.calmUntil && p.gap < p.sleepCost && quiet < p.sleepCost && quiet <= 2*p.gap+4*p.dev
 }
 
 // A round that begins more than preemptedAfter sleep costs after an empty
