@@ -63,6 +63,9 @@ type Config struct {
 	// BusyPoll starts every round with a recvfrom on each socket, which
 	// busy-polls the driver when the socket was created with
 	// xsk.Config.PreferBusyPoll (and BusyPollTimeout/BusyPollBudget).
+	// Off by default: on veth in copy mode it costs a system call per
+	// round and saves nothing (xdpkitbench -m rxdrop --busy-poll 64
+	// against the default, in make bench's topology).
 	BusyPoll bool
 	// Spin locks Run to its OS thread and never sleeps.
 	Spin bool
