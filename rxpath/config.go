@@ -22,10 +22,6 @@ const (
 	// rounds of the paired time ratio. A handler that only reads in place
 	// ("lend" there) pays for the copy at every size.
 	DefaultCopyThreshold = 256
-	// DefaultIdleRounds: an empty round costs a few atomic loads per
-	// socket, a sleep and wake-up through the netpoller microseconds; the
-	// C reference spins 64 empty loops before poll(2) too.
-	DefaultIdleRounds = 64
 )
 
 // Errors returned by New and Run.
@@ -67,13 +63,22 @@ type Config struct {
 	// BusyPoll starts every round with a recvfrom on each socket, which
 	// busy-polls the driver when the socket was created with
 	// xsk.Config.PreferBusyPoll (and BusyPollTimeout/BusyPollBudget).
+	// Off by default: on veth in copy mode it costs a system call per
+	// round and saves nothing (xdpkitbench -m rxdrop --busy-poll 64
+	// against the default, in make bench's topology).
 	BusyPoll bool
 	// Spin locks Run to its OS thread and never sleeps.
 	Spin bool
 	// IdleRounds is how many empty rounds the Poller polls, after a
-	// round that took packets, before it sleeps (default
-	// DefaultIdleRounds): it keeps polling while traffic flows. Negative
-	// sleeps as soon as a round comes up empty-handed.
+	// round that took packets, before it sleeps. 0 (the default) decides
+	// from measurement: poll again only while the expected wait for the
+	// next packet is shorter than a sleep and its wake-up on this host
+	// (Stats.ExpectedGap, Stats.SleepCost), the packet is not overdue
+	// (the silence since the last one within twice the expected gap
+	// plus four mean deviations), and no longer than a sleep after the last packet. A positive value is a fixed
+	// count; negative sleeps as soon as a round comes up empty-handed.
+	// With Spin, the empty rounds between maintenance passes (at least
+	// 64).
 	IdleRounds int
 	// Metadata reads the RX metadata record that an XDP program attached
 	// with xsk.ProgramConfig.Metadata writes in front of each frame into
@@ -94,9 +99,6 @@ func (c *Config) setDefaults() error {
 	}
 	if c.CopyThreshold == 0 {
 		c.CopyThreshold = DefaultCopyThreshold
-	}
-	if c.IdleRounds == 0 {
-		c.IdleRounds = DefaultIdleRounds
 	}
 	if c.FillBatch == 0 {
 		c.FillBatch = DefaultFillBatch

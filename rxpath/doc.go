@@ -15,7 +15,18 @@
 // starts after the last socket visited, so no socket starves another.
 //
 // A round that used its budget (or its time) is followed by another at
-// once. A round that came up short completes, as napi_complete_done does:
+// once, and so is one that took packets. After an empty round the poller
+// polls again only while the next packet is expected sooner than a sleep
+// and its wake-up take on this host ([SleepCost], measured once per
+// process): while the expected gap (a moving average of the gaps it
+// sees) is shorter than that, and the packet is not overdue (the silence
+// since the last one is within twice the expected gap plus four
+// deviations; beyond it, a burst ended), and never for longer than one sleep would take, so
+// that polling a stream that stopped costs at most as much again as
+// sleeping at once would have. Stats reports the decision: Spins,
+// Sleeps, SleepCost, ExpectedGap.
+// Config.IdleRounds replaces the rule with a fixed count. A round that
+// came up short and does not poll again completes, as napi_complete_done does:
 // the poller gives every Fill ring its frames back, wakes the kernel where
 // a Fill ring asks for it (need_wakeup), and sleeps until a socket is
 // readable or the context ends. Sleeping holds no OS thread: the sockets'

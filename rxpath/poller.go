@@ -101,6 +101,19 @@ type Poller struct {
 	next     int    // socket that starts the next round
 	spinIdle uint64 // idle passes of a spinning poller
 
+	// The idle rule (Config.IdleRounds 0): see keepPolling.
+	epoch     time.Time     // Run's start: round times are offsets from it
+	lastPkt   time.Duration // when the last round that took packets began
+	gap       time.Duration // expected wait for the next packet (moving average)
+	dev       time.Duration // its mean deviation (moving average)
+	prevRound time.Duration // when the previous round began
+	spun      bool          // the previous round was an empty one polled again
+	calmUntil time.Duration // the poller does not poll an empty ring again before this
+	lastEmpty bool          // the previous round took nothing (or was a sleep)
+	wokeAt    time.Duration // when the last sleep ended, if the round after it is next
+	sleepCost time.Duration // SleepCost(), read at Run's start
+	deadline  time.Time     // the epoll file's read deadline, zero if none
+
 	h       Handler
 	copier  Copier
 	ender   RoundEnder // h, if it wants to hear of each round's end
@@ -245,6 +258,10 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 	p.ender, _ = h.(RoundEnder)
 	defer func() { p.h, p.copier, p.ender = nil, nil, nil }()
 
+	p.sleepCost = SleepCost()
+	p.pub.sleepCost.Store(int64(p.sleepCost))
+	p.epoch, p.lastPkt = time.Now(), 0
+	p.deadline = time.Time{}
 	p.stop.Store(false)
 	cancelled := make(chan struct{})
 	stopCancel := context.AfterFunc(ctx, func() {
@@ -255,8 +272,9 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 	defer func() {
 		if !stopCancel() {
 			<-cancelled
-			_ = p.ep.SetReadDeadline(time.Time{})
 		}
+		_ = p.ep.SetReadDeadline(time.Time{})
+		p.deadline = time.Time{}
 		p.stop.Store(false)
 	}()
 	if p.cfg.Spin {
@@ -289,25 +307,40 @@ func (p *Poller) loop() error {
 	}
 	idle := 0 // empty rounds in a row
 	for !p.stop.Load() {
-		got, full, err := p.round()
+		now := time.Since(p.epoch)
+		if p.spun && now-p.prevRound > preemptedAfter*p.sleepCost {
+			// Descheduled while polling an empty ring: another task wants
+			// this CPU. Polling then only lowers the poller's claim on it
+			// (the scheduler favours a task that slept), so sleep at once
+			// for a while.
+			p.c.preempted++
+			p.calmUntil = now + calmFor*p.sleepCost
+		}
+		p.prevRound, p.spun = now, false
+		got, full, err := p.round(now)
 		if err != nil {
 			return err
 		}
 		if p.ender != nil {
 			p.ender.EndRound()
 		}
+		if got > 0 {
+			p.arrived(now)
+		}
+		p.lastEmpty, p.wokeAt = got == 0, 0
 		if full {
 			continue
 		}
-		// Busy-poll while traffic flows: a short round that took packets,
-		// and up to IdleRounds empty ones after it, poll again at once; a
-		// sleep and its wake-up cost more than many empty polls.
+		// Poll again at once after a round that took packets; after an
+		// empty one, poll again while it pays (keepPolling), else sleep.
 		if got > 0 {
 			idle = 0
-		} else {
-			idle++
+			continue
 		}
-		if idle <= p.cfg.IdleRounds {
+		idle++
+		if p.keepPolling(now, idle) {
+			p.c.spins++
+			p.spun = true
 			continue
 		}
 		idle = 0
@@ -347,6 +380,9 @@ func (p *Poller) loop() error {
 		if err != nil {
 			return err
 		}
+		if woke {
+			p.wokeAt = time.Since(p.epoch)
+		}
 		if !woke && !starved && !p.stop.Load() {
 			// A quiet interval. A socket whose interface went away is
 			// unbound and says so only in SO_ERROR (ENETDOWN): look.
@@ -361,6 +397,68 @@ func (p *Poller) loop() error {
 	return nil
 }
 
+// arrived updates the expected wait for the next packet after a round,
+// begun at now, that took packets: moving averages (weight 1/4) of the
+// time from one arrival to the next and of its deviation from that
+// average (as TCP estimates a round-trip time and its variation). Only a
+// round that follows an empty one or a sleep sees an arrival: a round
+// after one that took packets is the same batch. After a spin, the
+// arrival was now; after a sleep, one wake-up (SleepCost) before the
+// wake. A sample counts for at most twice the sleep cost: one pause
+// between bursts does not make the poller sleep through the next burst,
+// a stream slower than a sleep still does.
+func (p *Poller) arrived(now time.Duration) {
+	if p.lastPkt > 0 && p.lastEmpty {
+		at := now
+		if p.wokeAt > 0 {
+			at = max(p.wokeAt-p.sleepCost, p.lastPkt)
+		}
+		sample := min(at-p.lastPkt, 2*p.sleepCost)
+		d := sample - p.gap
+		p.gap += d / 4
+		p.dev += (max(d, -d) - p.dev) / 4
+	}
+	p.lastPkt = now
+}
+
+// keepPolling decides, after the idle'th empty round in a row, begun at
+// now, whether to poll again (true) or to sleep. With Config.IdleRounds 0
+// it polls only while no other task was found to want the CPU (see
+// preemptedAfter) and the next packet is expected sooner than a sleep and
+// its wake-up take (SleepCost, measured on the host): while the expected
+// gap is shorter than that and the packet is not overdue, that is while
+// the silence since the last packet is within twice the expected gap plus
+// four deviations (beyond it, a burst ended), and never longer than one sleep
+// (so that a stream which stopped costs at most twice what sleeping at
+// once would have). Spin polls
+// IdleRounds (64 by default) rounds between maintenance passes; a positive
+// IdleRounds is a fixed count; a negative one sleeps at once.
+func (p *Poller) keepPolling(now time.Duration, idle int) bool {
+	switch r := p.cfg.IdleRounds; {
+	case p.cfg.Spin:
+		return idle <= max(r, spinRounds)
+	case r > 0:
+		return idle <= r
+	case r < 0:
+		return false
+	}
+	quiet := now - p.lastPkt
+	return now >= p.calmUntil && p.gap < p.sleepCost && quiet < p.sleepCost && quiet <= 2*p.gap+4*p.dev
+}
+
+// A round that begins more than preemptedAfter sleep costs after an empty
+// round the poller polled again means the scheduler ran something else
+// meanwhile; the poller then sleeps as soon as a round comes up empty for
+// the next calmFor sleep costs (some scheduler time slices).
+const (
+	preemptedAfter = 10
+	calmFor        = 1000
+)
+
+// spinRounds is how many empty rounds a spinning poller polls between
+// maintenance passes (spinMaintain).
+const spinRounds = 64
+
 // spinMaintain is the idle pass of a spinning poller.
 func (p *Poller) spinMaintain() error {
 	for _, s := range p.socks {
@@ -371,6 +469,7 @@ func (p *Poller) spinMaintain() error {
 			return err
 		}
 	}
+	p.publish() // rounds without packets publish nothing
 	if p.spinIdle++; p.spinIdle%spinErrCheck == 0 {
 		for _, s := range p.socks {
 			p.c.syscalls++
@@ -383,12 +482,15 @@ func (p *Poller) spinMaintain() error {
 }
 
 // spinErrCheck: a spinning poller reads SO_ERROR once every this many idle
-// passes (each after IdleRounds empty rounds: some milliseconds apart).
+// passes (each after spinRounds empty rounds: some milliseconds apart).
 const spinErrCheck = 1024
 
-// round is one poll: see the package documentation. It reports whether
-// the round ended on its budget or time rather than coming up short.
-func (p *Poller) round() (got int, full bool, err error) {
+// round is one poll, begun at now (since epoch): see the package
+// documentation. It reports whether the round ended on its budget or time
+// rather than coming up short. Only a round that took packets publishes
+// the counters: an empty one costs a few loads and no stores another CPU
+// sees.
+func (p *Poller) round(now time.Duration) (got int, full bool, err error) {
 	p.c.rounds++
 	if p.cfg.BusyPoll {
 		for _, s := range p.socks {
@@ -397,10 +499,6 @@ func (p *Poller) round() (got int, full bool, err error) {
 				return 0, false, fmt.Errorf("rxpath: busy poll: %w", err)
 			}
 		}
-	}
-	var start time.Time
-	if p.cfg.RoundTime > 0 {
-		start = time.Now()
 	}
 	left := p.cfg.Budget
 	ns := len(p.socks)
@@ -429,7 +527,7 @@ func (p *Poller) round() (got int, full bool, err error) {
 			p.c.fullRounds++
 			break
 		}
-		if p.cfg.RoundTime > 0 && time.Since(start) > p.cfg.RoundTime {
+		if p.cfg.RoundTime > 0 && time.Since(p.epoch)-now > p.cfg.RoundTime {
 			full = true
 			p.c.timeRounds++
 			break
@@ -439,7 +537,9 @@ func (p *Poller) round() (got int, full bool, err error) {
 	got = p.cfg.Budget - left
 	p.c.hist[min(bits.Len(uint(got)), HistogramBuckets-1)]++
 	p.c.maxRound = max(p.c.maxRound, uint64(got))
-	p.publish()
+	if got > 0 {
+		p.publish()
+	}
 	return got, full, nil
 }
 

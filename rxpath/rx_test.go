@@ -236,9 +236,13 @@ func TestIdle(t *testing.T) {
 	}
 	// The poller wakes every 500 ms (closedWait) to notice a socket
 	// closed by another goroutine; nothing else may wake it.
-	// ... and polls DefaultIdleRounds empty rounds after each wake-up.
-	if d := st1.Rounds - st0.Rounds; d > uint64(2+wall/(500*time.Millisecond))*(rxpath.DefaultIdleRounds+1) {
-		t.Errorf("%d rounds while idle", d)
+	if d := st1.Sleeps - st0.Sleeps; d > uint64(2+wall/(500*time.Millisecond)) {
+		t.Errorf("%d sleeps while idle", d)
+	}
+	// With no packet in sight, polling again does not pay: one round per
+	// wake-up, no spins.
+	if d, s := st1.Rounds-st0.Rounds, st1.Sleeps-st0.Sleeps; d > s+1 || st1.Spins != st0.Spins {
+		t.Errorf("%d rounds and %d spins for %d sleeps while idle", d, st1.Spins-st0.Spins, s)
 	}
 }
 

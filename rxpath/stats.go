@@ -3,6 +3,7 @@ package rxpath
 import (
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/xdpkit/xdpkit/xsk"
 )
@@ -25,11 +26,23 @@ type Stats struct {
 	Kept        uint64 // lent packets the handler kept
 	Dropped     uint64 // packets dropped for a bad descriptor
 	Invalid     uint64 // descriptors outside the UMEM or naming a frame not lent
+	Spins       uint64 // empty rounds polled again at once instead of sleeping
+	Preempted   uint64 // spins the scheduler interrupted (another task wants the CPU: the poller then sleeps at once for 1000 SleepCosts)
 	Sleeps      uint64 // times the poller went to sleep
 	Wakeups     uint64 // sleeps ended by a readable socket
 	Syscalls    uint64 // system calls made by the poller: RX wake-ups, busy polls
 	FillEmpty   uint64 // refills that found a Fill ring empty
 	FillStarved uint64 // refills that found no frame to put on an empty Fill ring
+	// SleepCost is what the idle rule weighs polling against: how long a
+	// sleep in the Go runtime's poller and its wake-up take on this host
+	// (SleepCost), as of the last Run. ExpectedGap is the poller's
+	// current estimate of the wait for the next packet. With
+	// Config.IdleRounds 0 an empty round is followed by another at once
+	// (counted in Spins) only while ExpectedGap < SleepCost, the next
+	// packet is not overdue (see Config.IdleRounds) and for at most
+	// SleepCost after the last packet; otherwise the poller sleeps.
+	SleepCost   time.Duration
+	ExpectedGap time.Duration
 	// RoundHistogram counts rounds by packets taken: bucket 0 is 0
 	// packets, bucket i (i > 0) is 2^(i-1) to 2^i-1, the last bucket
 	// everything above.
@@ -47,15 +60,16 @@ type SocketStats struct {
 }
 
 func (s *Stats) String() string {
-	return fmt.Sprintf("rounds %d (full %d, timed %d, max %d), packets %d (copied %d, lent %d, chains %d, kept %d, dropped %d), frames %d, invalid %d, sleeps %d, wakeups %d, syscalls %d, fill empty %d, starved %d",
+	return fmt.Sprintf("rounds %d (full %d, timed %d, max %d), packets %d (copied %d, lent %d, chains %d, kept %d, dropped %d), frames %d, invalid %d, spins %d (preempted %d), sleeps %d, wakeups %d (sleep cost %v, expected gap %v), syscalls %d, fill empty %d, starved %d",
 		s.Rounds, s.FullRounds, s.TimeRounds, s.MaxRound, s.Packets, s.Copied, s.Lent, s.Chains, s.Kept, s.Dropped,
-		s.Frames, s.Invalid, s.Sleeps, s.Wakeups, s.Syscalls, s.FillEmpty, s.FillStarved)
+		s.Frames, s.Invalid, s.Spins, s.Preempted, s.Sleeps, s.Wakeups, s.SleepCost, s.ExpectedGap, s.Syscalls, s.FillEmpty, s.FillStarved)
 }
 
 // counters are written by Run only; mirror holds their values as of the
 // last publish, for Stats from any goroutine.
 type counters struct {
 	rounds, fullRounds, timeRounds, maxRound    uint64
+	spins, preempted                            uint64
 	bytes, copied, lent, chains, kept           uint64
 	dropped, invalid, sleeps, wakeups, syscalls uint64
 	fillEmpty, fillStarved                      uint64
@@ -64,6 +78,8 @@ type counters struct {
 
 type mirror struct {
 	rounds, fullRounds, timeRounds, maxRound    atomic.Uint64
+	spins, preempted                            atomic.Uint64
+	sleepCost, gap                              atomic.Int64
 	bytes, copied, lent, chains, kept           atomic.Uint64
 	dropped, invalid, sleeps, wakeups, syscalls atomic.Uint64
 	fillEmpty, fillStarved                      atomic.Uint64
@@ -89,6 +105,9 @@ func (p *Poller) publish() {
 	m.kept.Store(c.kept)
 	m.dropped.Store(c.dropped)
 	m.invalid.Store(c.invalid)
+	m.spins.Store(c.spins)
+	m.preempted.Store(c.preempted)
+	m.gap.Store(int64(p.gap))
 	m.sleeps.Store(c.sleeps)
 	m.wakeups.Store(c.wakeups)
 	m.syscalls.Store(c.syscalls)
@@ -105,7 +124,8 @@ func (p *Poller) publish() {
 	}
 }
 
-// Stats returns the counters as of the end of the last round, with each
+// Stats returns the counters as of the end of the last round that took
+// packets, or the last sleep (an empty round publishes nothing), with each
 // socket's XDP_STATISTICS read now. It may be called from any goroutine,
 // also while Run runs. The error is that of reading XDP_STATISTICS (a
 // closed socket, for example); the other counters are valid regardless.
@@ -115,7 +135,8 @@ func (p *Poller) Stats() (Stats, error) {
 		Rounds: m.rounds.Load(), FullRounds: m.fullRounds.Load(), TimeRounds: m.timeRounds.Load(),
 		MaxRound: m.maxRound.Load(), Bytes: m.bytes.Load(), Copied: m.copied.Load(), Lent: m.lent.Load(),
 		Chains: m.chains.Load(), Kept: m.kept.Load(), Dropped: m.dropped.Load(), Invalid: m.invalid.Load(),
-		Sleeps: m.sleeps.Load(), Wakeups: m.wakeups.Load(), Syscalls: m.syscalls.Load(),
+		Spins: m.spins.Load(), Preempted: m.preempted.Load(), Sleeps: m.sleeps.Load(), Wakeups: m.wakeups.Load(), Syscalls: m.syscalls.Load(),
+		SleepCost: time.Duration(m.sleepCost.Load()), ExpectedGap: time.Duration(m.gap.Load()),
 		FillEmpty: m.fillEmpty.Load(), FillStarved: m.fillStarved.Load(),
 		Sockets: make([]SocketStats, len(p.socks)),
 	}

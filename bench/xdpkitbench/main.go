@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpkit/xdpkit/csum"
+	"github.com/xdpkit/xdpkit/internal/netdev"
 	"github.com/xdpkit/xdpkit/internal/pkt"
 	"github.com/xdpkit/xdpkit/rxpath"
 	"github.com/xdpkit/xdpkit/txpath"
@@ -57,6 +58,10 @@ type options struct {
 	srcMAC, dstMAC    net.HardwareAddr
 	srcIP, dstIP      netip.Addr
 	srcPort, dstPort  int
+	idleRounds        int           // rxdrop: rxpath.Config.IdleRounds
+	busyPoll          int           // rxdrop: busy-poll budget (0: off)
+	napiDefer         int           // rxdrop: napi_defer_hard_irqs of -i's NAPIs (-1: leave)
+	napiFlush         time.Duration // rxdrop: gro_flush_timeout of -i's NAPIs (-1: leave)
 }
 
 var o options
@@ -154,6 +159,10 @@ func parseArgs(args []string) {
 	fs.Var(ipFlag{&o.dstIP}, "dst-ip", "txonly: destination IPv4")
 	num(&o.srcPort, "", "src-port", 12345, "txonly: UDP source port")
 	num(&o.dstPort, "", "dst-port", 9, "txonly: UDP destination port")
+	num(&o.idleRounds, "", "idle-rounds", 0, "rxdrop: rxpath.Config.IdleRounds (0: the poller's default)")
+	num(&o.busyPoll, "", "busy-poll", 0, "rxdrop: busy-poll with this budget (xsk PreferBusyPoll, rxpath BusyPoll; 0: off)")
+	num(&o.napiDefer, "", "napi-defer", -1, "rxdrop: set napi_defer_hard_irqs of -i's NAPIs for the run (netdev napi-set; -1: leave)")
+	fs.DurationVar(&o.napiFlush, "napi-gro-flush", -1, "rxdrop: set gro_flush_timeout of -i's NAPIs for the run (-1: leave)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
@@ -688,7 +697,11 @@ func (r *receiver) kick() {
 
 func runRX(fwd bool) {
 	u := newUMEM()
-	in, err := xsk.New(o.ifname, o.queue, u, socketConfig(false, true))
+	sc := socketConfig(false, true)
+	if !fwd && o.busyPoll > 0 {
+		sc.PreferBusyPoll, sc.BusyPollTimeout, sc.BusyPollBudget = true, 20*time.Microsecond, o.busyPoll
+	}
+	in, err := xsk.New(o.ifname, o.queue, u, sc)
 	if err != nil {
 		die("socket on %s queue %d: %v", o.ifname, o.queue, err)
 	}
@@ -706,11 +719,19 @@ func runRX(fwd bool) {
 		r.drop = make([]uint64, 0, 2*o.batch)
 		r.comp = make([]uint64, o.ring)
 	}
-	p, err := rxpath.New(&rxpath.Config{Weight: o.batch, CopyThreshold: -1, FillBatch: o.batch}, in)
+	pc := &rxpath.Config{Weight: o.batch, CopyThreshold: -1, FillBatch: o.batch}
+	if !fwd {
+		pc.IdleRounds, pc.BusyPoll = o.idleRounds, o.busyPoll > 0
+	}
+	p, err := rxpath.New(pc, in)
 	if err != nil {
 		die("poller: %v", err)
 	}
 	prog := attach(in)
+	restoreNAPI := func() {}
+	if !fwd && (o.napiDefer >= 0 || o.napiFlush >= 0) {
+		restoreNAPI = setNAPI(in.Ifname())
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(o.duration)*time.Second)
 	defer cancel()
@@ -764,10 +785,15 @@ func runRX(fwd bool) {
 	if fwd {
 		fmt.Fprintf(&b, `,"out_iface":%q,"tx_completed":%d,"tx_full":%d,"l3":%v,"not_routed":%d`,
 			o.outIfname, r.completed, r.txFull, o.l3, r.notRouted)
+	} else {
+		ps, _ := p.Stats() // rounds, full_rounds and sleeps are above
+		fmt.Fprintf(&b, `,"spins":%d,"preempted":%d,"wakeups":%d,"syscalls":%d,"sleep_cost_ns":%d,"expected_gap_ns":%d`,
+			ps.Spins, ps.Preempted, ps.Wakeups, ps.Syscalls, ps.SleepCost.Nanoseconds(), ps.ExpectedGap.Nanoseconds())
 	}
 	b.WriteString("}\n")
 	os.Stdout.WriteString(b.String())
 
+	restoreNAPI() // while the NAPIs exist: detaching XDP removes veth's
 	if err := prog.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "xdpkitbench: detach: %v\n", err)
 	}
@@ -781,5 +807,41 @@ func runRX(fwd bool) {
 	}
 	if err := p.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "xdpkitbench: close: %v\n", err)
+	}
+}
+
+// setNAPI applies --napi-defer and --napi-gro-flush to the NAPIs of
+// ifname (they exist once an XDP program is attached) and returns what
+// puts the old values back.
+func setNAPI(ifname string) (restore func()) {
+	ifi, err := net.InterfaceByName(ifname)
+	if err != nil {
+		die("%s: %v", ifname, err)
+	}
+	napis, err := netdev.NAPIs(ifi.Index)
+	if err != nil || len(napis) == 0 {
+		die("NAPIs of %s: %v (%d)", ifname, err, len(napis))
+	}
+	var set netdev.NAPISettings
+	d, f := uint32(max(o.napiDefer, 0)), max(o.napiFlush, 0)
+	if o.napiDefer >= 0 {
+		set.DeferHardIRQs = &d
+	}
+	if o.napiFlush >= 0 {
+		set.GROFlushTimeout = &f
+	}
+	for _, n := range napis {
+		if err := netdev.SetNAPI(n.ID, set); err != nil {
+			die("napi-set %d: %v", n.ID, err)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "xdpkitbench: %d NAPIs of %s: defer_hard_irqs %d, gro_flush_timeout %v\n", len(napis), ifname, o.napiDefer, o.napiFlush)
+	return func() {
+		for _, n := range napis {
+			old := netdev.NAPISettings{DeferHardIRQs: &n.DeferHardIRQs, GROFlushTimeout: &n.GROFlushTimeout}
+			if err := netdev.SetNAPI(n.ID, old); err != nil {
+				fmt.Fprintf(os.Stderr, "xdpkitbench: restore NAPI %d: %v\n", n.ID, err)
+			}
+		}
 	}
 }
