@@ -104,8 +104,9 @@ func verdict(seg []byte, field int, pseudo uint32) Verdict {
 		return Good
 	}
 	got, want := binary.BigEndian.Uint16(seg[field:]), Fold(pseudo)
-	// 0 and 0xFFFF are the same ones'-complement number.
-	if got == want || got|want == 0xffff && got&want == 0 {
+	// 0 and 0xFFFF are the same ones'-complement number (and no other
+	// pair of a value and its complement is).
+	if got == want || got == 0 && want == 0xffff || got == 0xffff && want == 0 {
 		return Partial
 	}
 	return Bad

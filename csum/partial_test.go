@@ -62,6 +62,15 @@ func TestVerify(t *testing.T) {
 			if v := VerifyUDP(udp, pseudo); v != Partial {
 				t.Errorf("VerifyUDP: %s, want partial", v)
 			}
+			// Its complement is a wrong checksum, not a partial one
+			// (unless it is 0 or 0xFFFF, one number in ones' complement).
+			if p := Fold(pseudo); p != 0 && p != 0xffff {
+				binary.BigEndian.PutUint16(udp[6:], ^p)
+				if v := VerifyUDP(udp, pseudo); v == Partial {
+					t.Errorf("v6 %v n %d: complement of the pseudo-header sum in the field: partial", v6, n)
+				}
+				binary.BigEndian.PutUint16(udp[6:], p)
+			}
 			// Finishing it makes it good again.
 			if err := FillFrame(f); err != nil {
 				t.Fatal(err)

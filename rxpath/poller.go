@@ -260,7 +260,11 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 
 	p.sleepCost = SleepCost()
 	p.pub.sleepCost.Store(int64(p.sleepCost))
+	// The idle rule's state is relative to epoch: a new Run starts it
+	// afresh (calmUntil from an earlier Run would otherwise hold off
+	// polling for as long as that Run lasted).
 	p.epoch, p.lastPkt = time.Now(), 0
+	p.gap, p.dev, p.prevRound, p.spun, p.calmUntil, p.lastEmpty, p.wokeAt = 0, 0, 0, false, 0, false, 0
 	p.deadline = time.Time{}
 	p.stop.Store(false)
 	cancelled := make(chan struct{})

@@ -94,26 +94,35 @@ var sleepCost struct {
 
 // SleepCost returns how long a goroutine's sleep in the Go runtime's
 // network poller and its wake-up take on this host, beyond the sleep
-// itself: the median, over 16 sleeps of 20 µs on a timerfd watched
-// through the runtime's poller (the path a Poller sleeps on), of the
-// time from the timer's expiry to the goroutine running again. It is
-// measured once per process, on first use (a Poller's first Run), which
-// takes about half a millisecond, and cached. A Poller with
-// Config.IdleRounds 0 polls an empty ring again only while the next
-// packet is expected sooner than this.
+// itself: the lower quartile, over 16 sleeps of 20 µs on a timerfd
+// watched through the runtime's poller (the path a Poller sleeps on), of
+// the time from the timer's expiry to the goroutine running again,
+// clamped to [2 µs, 200 µs]. The lower quartile, not the median, and the
+// clamp keep a measurement taken while the host is busy from making a
+// Poller spin for milliseconds after every burst. It is measured once per
+// process, on first use (a Poller's first Run), which takes about half a
+// millisecond, and cached. A Poller with Config.IdleRounds 0 polls an
+// empty ring again only while the next packet is expected sooner than
+// this.
 func SleepCost() time.Duration {
 	sleepCost.once.Do(func() {
 		d, err := measureSleep(calSamples, calSleep)
 		if err != nil || d <= 0 {
 			d = calFallback
 		}
-		sleepCost.d = d
+		sleepCost.d = min(max(d, calMin), calMax)
 	})
 	return sleepCost.d
 }
 
-// measureSleep returns the median lateness of n wake-ups from a timerfd
-// armed sleep ahead, through the runtime's poller.
+// Bounds of SleepCost.
+const (
+	calMin = 2 * time.Microsecond
+	calMax = 200 * time.Microsecond
+)
+
+// measureSleep returns the lower quartile of the lateness of n wake-ups
+// from a timerfd armed sleep ahead, through the runtime's poller.
 func measureSleep(n int, sleep time.Duration) (time.Duration, error) {
 	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
 	if err != nil {
@@ -140,5 +149,5 @@ func measureSleep(n int, sleep time.Duration) (time.Duration, error) {
 		late = append(late, time.Since(at))
 	}
 	slices.Sort(late)
-	return late[n/2], nil
+	return late[n/4], nil
 }

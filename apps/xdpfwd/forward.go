@@ -150,8 +150,9 @@ func (f *forwarder) mayBePartial(ip []byte) bool {
 		return true
 	}
 	got, want := binary.BigEndian.Uint16(ip[field:]), csum.Fold(pseudo)
-	// 0 and 0xFFFF are the same ones'-complement number.
-	return got == want || got|want == 0xffff && got&want == 0
+	// 0 and 0xFFFF are the same ones'-complement number (and no other
+	// pair of a value and its complement is).
+	return got == want || got == 0 && want == 0xffff || got == 0xffff && want == 0
 }
 
 // EndRound sends what the round left pending: one TX batch and at most

@@ -35,6 +35,7 @@ func serveMetrics(ctx context.Context, addr string, set *mq.Set, fwds []*forward
 	per("not_ip_total", "Frames that are not IPv4 or IPv6.", func(c *counters) *atomic.Uint64 { return &c.notIP })
 	per("parse_errors_total", "Frames whose headers do not parse.", func(c *counters) *atomic.Uint64 { return &c.parseErrors })
 	per("tx_ring_full_total", "Packets dropped because the TX ring was full.", func(c *counters) *atomic.Uint64 { return &c.txFull })
+	per("icmp_not_sent_total", "ICMP errors not built: no source address to send from, a multi-buffer packet, or no frame to build in.", func(c *counters) *atomic.Uint64 { return &c.noRoomICMP })
 	per("icmp_tx_ring_full_total", "ICMP errors built but dropped because the TX ring stayed full.", func(c *counters) *atomic.Uint64 { return &c.icmpTXFull })
 	per("partial_checksums_finished_total", "UDP/TCP checksums left partial by a sender behind a software device, finished here.", func(c *counters) *atomic.Uint64 { return &c.partialFinished })
 	if err := m.Add(ms...); err != nil {
