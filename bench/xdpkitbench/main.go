@@ -71,8 +71,15 @@ var stop atomic.Bool
 
 func die(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "xdpkitbench: "+format+"\n", args...)
+	for i := len(undo) - 1; i >= 0; i-- {
+		undo[i]()
+	}
 	os.Exit(1)
 }
+
+// undo holds what die must put back before it exits (NAPI settings), in
+// the order it was changed.
+var undo []func()
 
 type macFlag struct{ p *net.HardwareAddr }
 
@@ -830,18 +837,23 @@ func setNAPI(ifname string) (restore func()) {
 	if o.napiFlush >= 0 {
 		set.GROFlushTimeout = &f
 	}
-	for _, n := range napis {
-		if err := netdev.SetNAPI(n.ID, set); err != nil {
-			die("napi-set %d: %v", n.ID, err)
-		}
-	}
-	fmt.Fprintf(os.Stderr, "xdpkitbench: %d NAPIs of %s: defer_hard_irqs %d, gro_flush_timeout %v\n", len(napis), ifname, o.napiDefer, o.napiFlush)
-	return func() {
-		for _, n := range napis {
+	done := 0 // NAPIs changed so far: the ones restore puts back
+	restore = func() {
+		for _, n := range napis[:done] {
 			old := netdev.NAPISettings{DeferHardIRQs: &n.DeferHardIRQs, GROFlushTimeout: &n.GROFlushTimeout}
 			if err := netdev.SetNAPI(n.ID, old); err != nil {
 				fmt.Fprintf(os.Stderr, "xdpkitbench: restore NAPI %d: %v\n", n.ID, err)
 			}
 		}
+		done = 0
 	}
+	undo = append(undo, restore) // die restores too
+	for _, n := range napis {
+		if err := netdev.SetNAPI(n.ID, set); err != nil {
+			die("napi-set %d: %v", n.ID, err)
+		}
+		done++
+	}
+	fmt.Fprintf(os.Stderr, "xdpkitbench: %d NAPIs of %s: defer_hard_irqs %d, gro_flush_timeout %v\n", len(napis), ifname, o.napiDefer, o.napiFlush)
+	return restore
 }
