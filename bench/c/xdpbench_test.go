@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/xdpkit/xdpkit/test/vethns"
-	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) {
+	vethns.Exclusive() // one namespace-test package at a time, host-wide
 	vethns.Sweep()
 	os.Exit(vethns.LeakCheck(m))
 }
@@ -316,7 +316,7 @@ func TestModes(t *testing.T) {
 		def := run(t, p.A.NS, bin, genArgs(p.A, p.B, p.B.IPv4.Addr(), 64, "-n", strconv.Itoa(n))...)
 		bp := start(t, p.A.NS, bin, genArgs(p.A, p.B, p.B.IPv4.Addr(), 64, "-n", strconv.Itoa(n), "--tx-budget", "64")...)
 		<-bp.done
-		if bp.err != nil && strings.Contains(bp.stderr.String(), "XDP_MAX_TX_SKB_BUDGET") && kernelBefore(6, 17) {
+		if bp.err != nil && strings.Contains(bp.stderr.String(), "XDP_MAX_TX_SKB_BUDGET") && vethns.KernelBefore(6, 17) {
 			t.Skipf("XDP_MAX_TX_SKB_BUDGET needs Linux 6.17: %s", bp.stderr.String())
 		}
 		big := bp.wait(t)
@@ -431,19 +431,6 @@ func checkFwd(t *testing.T, f result, n uint64) {
 	}
 	atMost(t, "fwd frames", f.Frames, n+slack)
 	atLeast(t, "fwd frames + rx_dropped + rx_ring_full", f.Frames+f.RXDropped+f.RXRingFull, n*9/10)
-}
-
-// kernelBefore reports whether the running kernel is older than major.minor.
-func kernelBefore(major, minor int) bool {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return false
-	}
-	var ma, mi int
-	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
-		return false
-	}
-	return ma < major || ma == major && mi < minor
 }
 
 // benchSeconds is the length of one measured run (XDPBENCH_SECONDS, 2).

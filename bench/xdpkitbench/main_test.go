@@ -20,6 +20,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	vethns.Exclusive() // one namespace-test package at a time, host-wide
 	vethns.Sweep()
 	os.Exit(vethns.LeakCheck(m))
 }
