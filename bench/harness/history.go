@@ -67,7 +67,7 @@ func (h *HistoryEntry) machine() string {
 }
 
 func xdpCaseName(c XDPCase) string {
-	return caseName(xdpCase{c.Mode, c.Size, c.Rate, c.Strategy})
+	return caseName(xdpCase{mode: c.Mode, size: c.Size, rate: c.Rate, strategy: c.Strategy, napi: c.NAPIDeferral})
 }
 
 func microName(m MicroResult) string {

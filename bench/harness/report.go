@@ -155,6 +155,14 @@ func writeXDP(b *strings.Builder, r *Results) {
 		}
 		if fixed {
 			b.WriteString("\n#### Fixed offered rate (C generator paced, 64 B): CPU per packet and loss\n\n")
+			for _, c := range rows {
+				if c.NAPIDeferral {
+					fmt.Fprintf(b, "Rows marked *NAPI deferral*: the receiving veth's NAPIs had napi_defer_hard_irqs %d and "+
+						"gro_flush_timeout %v (netdev napi-set, by the harness, for both implementations alike), so the kernel "+
+						"hands the receiver batches instead of single packets, at up to that timeout in latency.\n\n", napiDefer, napiFlush)
+					break
+				}
+			}
 		} else {
 			b.WriteString("\n#### Maximum rate\n\n")
 		}
@@ -178,6 +186,9 @@ func writeXDP(b *strings.Builder, r *Results) {
 			}
 			if c.Rate > 0 {
 				name += " @ " + rateName(c.Rate)
+			}
+			if c.NAPIDeferral {
+				name += ", NAPI deferral"
 			}
 			for _, side := range []struct {
 				impl string

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xdpkit/xdpkit/internal/netdev"
 	"github.com/xdpkit/xdpkit/test/vethns"
 )
 
@@ -34,6 +36,9 @@ type XDPCase struct {
 	// after each batch until the kernel took it, txpath.Sender's) or
 	// "ring" (keep the ring full, kick when the kernel asks).
 	Strategy string `json:"tx_strategy,omitempty"`
+	// NAPIDeferral: the receiving veth's NAPIs had napi_defer_hard_irqs
+	// napiDefer and gro_flush_timeout napiFlush for both implementations.
+	NAPIDeferral bool `json:"napi_deferral,omitempty"`
 	// Counted says where the frames of the rate were counted.
 	Counted  string     `json:"counted_at"`
 	C        []XDPRun   `json:"c"`
@@ -331,7 +336,15 @@ type xdpCase struct {
 	size     int
 	rate     int
 	strategy string
+	napi     bool // the receiver's NAPIs defer (napiDefer, napiFlush)
 }
+
+// The NAPI deferral of the "with NAPI deferral" rows, set on the
+// receiving veth for both implementations alike (netdev napi-set).
+const (
+	napiDefer = 2
+	napiFlush = 200 * time.Microsecond
+)
 
 // xdpCases are the rows of make bench, by mode: the maximum rate at 64 and
 // 1500 B, and for rxdrop and fwd 64 B frames at fixed offered rates.
@@ -341,7 +354,7 @@ func xdpCases(mode string, quick bool) []xdpCase {
 	case "txonly":
 		for _, st := range []string{"sender", "ring"} {
 			for _, size := range []int{64, 1500} {
-				cs = append(cs, xdpCase{mode, size, 0, st})
+				cs = append(cs, xdpCase{mode: mode, size: size, strategy: st})
 			}
 		}
 	case "l3fwd":
@@ -350,6 +363,13 @@ func xdpCases(mode string, quick bool) []xdpCase {
 		cs = append(cs, xdpCase{mode: mode, size: 64}, xdpCase{mode: mode, size: 1500})
 		for _, r := range []int{100_000, 300_000, 1_000_000} {
 			cs = append(cs, xdpCase{mode: mode, size: 64, rate: r})
+		}
+		if mode == "rxdrop" {
+			// The kernel's NAPI deferral hands the receiver batches:
+			// CPU per packet at the same offered rates with it on.
+			for _, r := range []int{100_000, 300_000} {
+				cs = append(cs, xdpCase{mode: mode, size: 64, rate: r, napi: true})
+			}
 		}
 	}
 	if quick {
@@ -469,7 +489,7 @@ func runMode(ctx context.Context, c *config, mode string, impls []impl, cbin str
 		if c.match != nil && !c.match.MatchString(caseName(xc)) {
 			continue
 		}
-		res := XDPCase{Mode: mode, Size: xc.size, Rate: xc.rate, Strategy: xc.strategy, Counted: countedAt[mode]}
+		res := XDPCase{Mode: mode, Size: xc.size, Rate: xc.rate, Strategy: xc.strategy, NAPIDeferral: xc.napi, Counted: countedAt[mode]}
 		if !c.quick && !warm[xc.size] {
 			// Warm-up: one short run of each per frame size, not counted.
 			warm[xc.size] = true
@@ -519,6 +539,9 @@ func caseName(xc xdpCase) string {
 	}
 	if xc.strategy != "" {
 		s += " (" + xc.strategy + ")"
+	}
+	if xc.napi {
+		s += " with NAPI deferral"
 	}
 	return s
 }
@@ -613,6 +636,14 @@ func once(ctx context.Context, b *bed, xc xdpCase, im impl, cbin string, secs, g
 		if err := rx.waitReady(); err != nil {
 			return run, err
 		}
+		if xc.napi {
+			restore, err := deferNAPI(rxNS, b.p1.B.Name)
+			if err != nil {
+				rx.kill()
+				return run, err
+			}
+			defer restore()
+		}
 		var n0 uint64
 		if b.count != nil {
 			if n0, err = b.count.total(); err != nil {
@@ -691,4 +722,43 @@ func once(ctx context.Context, b *bed, xc xdpCase, im impl, cbin string, secs, g
 		run.CPUsPerM = append(run.CPUsPerM, u.perM(run.Frames))
 	}
 	return run, nil
+}
+
+// deferNAPI sets the NAPI deferral of the interface ifname in ns (its
+// NAPIs exist while an XDP program is attached: after the receiver is
+// ready) and returns what puts the old settings back.
+func deferNAPI(ns *vethns.NS, ifname string) (restore func(), err error) {
+	var napis []netdev.NAPI
+	err = ns.Do(func() error {
+		ifi, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return err
+		}
+		if napis, err = netdev.NAPIs(ifi.Index); err != nil {
+			return err
+		}
+		if len(napis) == 0 {
+			return fmt.Errorf("%s has no NAPI instances", ifname)
+		}
+		d, f := uint32(napiDefer), napiFlush
+		for _, n := range napis {
+			if err := netdev.SetNAPI(n.ID, netdev.NAPISettings{DeferHardIRQs: &d, GROFlushTimeout: &f}); err != nil {
+				return fmt.Errorf("napi-set %d: %w", n.ID, err)
+			}
+		}
+		return nil
+	})
+	restore = func() {
+		_ = ns.Do(func() error {
+			for _, n := range napis {
+				_ = netdev.SetNAPI(n.ID, netdev.NAPISettings{DeferHardIRQs: &n.DeferHardIRQs, GROFlushTimeout: &n.GROFlushTimeout})
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		restore()
+		return nil, fmt.Errorf("NAPI deferral on %s: %w", ifname, err)
+	}
+	return restore, nil
 }
