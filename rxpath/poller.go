@@ -80,9 +80,16 @@ type sock struct {
 	tmp     []uint64 // frames from the allocator, cap fixed
 	target  int      // frames to keep on the Fill ring
 	starved bool
+	// out estimates the frames the kernel holds for s: put on its Fill
+	// ring and not yet taken off its RX ring. It is at least what the
+	// Fill ring holds, so refill reads the ring's consumer index (a line
+	// the kernel writes) only when out says a batch may be missing, or
+	// every refillCheck refills (frames may also come back elsewhere).
+	out    int
+	unread int // refills since the Fill ring was last read
 
 	c   sockCounters // written by Run only
-	pub sockMirror   // c, published once per round
+	pub sockMirror   // c, as of the last publish
 }
 
 // Poller receives from a set of AF_XDP sockets; see the package
@@ -122,9 +129,11 @@ type Poller struct {
 	pkt     Packet
 	segs    [MaxSegments][]byte
 
-	c   counters
-	pub mirror
-	mu  sync.Mutex // Reclaim against Run
+	c     counters
+	pub   mirror
+	unpub int         // rounds that took packets since the last publish
+	want  atomic.Bool // a Stats call asks Run to publish
+	mu    sync.Mutex  // Reclaim against Run
 }
 
 var _ io.Closer = (*Poller)(nil)
@@ -310,26 +319,48 @@ func (p *Poller) loop() error {
 		}
 	}
 	idle := 0 // empty rounds in a row
+	// The clock (a vDSO call, as dear as a round that finds the ring
+	// empty) is read only where the idle rule needs it: at the start of
+	// a round after a sleep and of every clockEvery'th empty round polled
+	// again, at an arrival (a round that took packets after an empty
+	// one) and at the first empty round after packets. In between, now
+	// is the last reading: a few empty rounds old at most.
+	now, readClock := time.Since(p.epoch), true
+	p.lastEmpty = true // no arrival sample before the first packet
 	for !p.stop.Load() {
-		now := time.Since(p.epoch)
-		if p.spun && now-p.prevRound > preemptedAfter*p.sleepCost {
-			// Descheduled while polling an empty ring: another task wants
-			// this CPU. Polling then only lowers the poller's claim on it
-			// (the scheduler favours a task that slept), so sleep at once
-			// for a while.
-			p.c.preempted++
-			p.calmUntil = now + calmFor*p.sleepCost
+		fresh := readClock
+		if fresh {
+			now = time.Since(p.epoch)
+			if p.spun && now-p.prevRound > preemptedAfter*p.sleepCost {
+				// Descheduled while polling an empty ring: another task
+				// wants this CPU. Polling then only lowers the poller's
+				// claim on it (the scheduler favours a task that slept),
+				// so sleep at once for a while.
+				p.c.preempted++
+				p.calmUntil = now + calmFor*p.sleepCost
+			}
+			p.prevRound = now
 		}
-		p.prevRound, p.spun = now, false
-		got, full, err := p.round(now)
+		readClock, p.spun = false, false
+		got, full, err := p.round()
 		if err != nil {
 			return err
 		}
 		if p.ender != nil {
 			p.ender.EndRound()
 		}
-		if got > 0 {
+		switch {
+		case got > 0 && p.lastEmpty:
+			if !fresh {
+				now = time.Since(p.epoch)
+			}
 			p.arrived(now)
+		case got == 0 && !p.lastEmpty:
+			// The packets of the round before were the last so far.
+			if !fresh {
+				now = time.Since(p.epoch)
+			}
+			p.prevRound, p.lastPkt = now, now
 		}
 		p.lastEmpty, p.wokeAt = got == 0, 0
 		if full {
@@ -345,9 +376,10 @@ func (p *Poller) loop() error {
 		if p.keepPolling(now, idle) {
 			p.c.spins++
 			p.spun = true
+			readClock = idle%clockEvery == 0
 			continue
 		}
-		idle = 0
+		idle, readClock = 0, true
 		if p.cfg.Spin {
 			// Never sleep, but do what a sleep would: notice a closed
 			// socket, refill the Fill rings from frames given back
@@ -450,8 +482,12 @@ func (p *Poller) keepPolling(now time.Duration, idle int) bool {
 	return now >= p.calmUntil && p.gap < p.sleepCost && quiet < p.sleepCost && quiet <= 2*p.gap+4*p.dev
 }
 
+// clockEvery: of the empty rounds a poller polls again, every
+// clockEvery'th reads the clock (see loop).
+const clockEvery = 8
+
 // A round that begins more than preemptedAfter sleep costs after an empty
-// round the poller polled again means the scheduler ran something else
+// round the poller polled again (as read every clockEvery rounds) means the scheduler ran something else
 // meanwhile; the poller then sleeps as soon as a round comes up empty for
 // the next calmFor sleep costs (some scheduler time slices).
 const (
@@ -489,12 +525,12 @@ func (p *Poller) spinMaintain() error {
 // passes (each after spinRounds empty rounds: some milliseconds apart).
 const spinErrCheck = 1024
 
-// round is one poll, begun at now (since epoch): see the package
+// round is one poll: see the package
 // documentation. It reports whether the round ended on its budget or time
-// rather than coming up short. Only a round that took packets publishes
-// the counters: an empty one costs a few loads and no stores another CPU
-// sees.
-func (p *Poller) round(now time.Duration) (got int, full bool, err error) {
+// rather than coming up short. A round publishes the counters only when
+// asked or every publishEvery rounds (see published): an empty round
+// costs a few loads and no stores another CPU sees.
+func (p *Poller) round() (got int, full bool, err error) {
 	p.c.rounds++
 	if p.cfg.BusyPoll {
 		for _, s := range p.socks {
@@ -506,6 +542,9 @@ func (p *Poller) round(now time.Duration) (got int, full bool, err error) {
 	}
 	left := p.cfg.Budget
 	ns := len(p.socks)
+	// RoundTime counts from the end of the first visit after which the
+	// round goes on: a round of one short visit reads no clock.
+	start := time.Duration(-1)
 	i := p.next
 	for quiet := 0; quiet < ns; {
 		s := p.socks[i]
@@ -531,19 +570,22 @@ func (p *Poller) round(now time.Duration) (got int, full bool, err error) {
 			p.c.fullRounds++
 			break
 		}
-		if p.cfg.RoundTime > 0 && time.Since(p.epoch)-now > p.cfg.RoundTime {
-			full = true
-			p.c.timeRounds++
-			break
+		if p.cfg.RoundTime > 0 && quiet < ns {
+			t := time.Since(p.epoch)
+			if start < 0 {
+				start = t
+			} else if t-start > p.cfg.RoundTime {
+				full = true
+				p.c.timeRounds++
+				break
+			}
 		}
 	}
 	p.next = i
 	got = p.cfg.Budget - left
 	p.c.hist[min(bits.Len(uint(got)), HistogramBuckets-1)]++
 	p.c.maxRound = max(p.c.maxRound, uint64(got))
-	if got > 0 {
-		p.publish()
-	}
+	p.published(got)
 	return got, full, nil
 }
 
@@ -552,14 +594,20 @@ func (p *Poller) visit(s *sock, quota int) int {
 	s.c.visits++
 	pk := 0
 	pl := s.pool
+	short := false // the RX ring had fewer than asked: do not ask again this visit
 	for pk < quota {
 		if s.off == s.np {
+			if short {
+				break
+			}
 			s.off, s.np = 0, 0
-			got := s.rx.Consume(s.descs[:quota-pk])
+			want := quota - pk
+			got := s.rx.Consume(s.descs[:want])
 			if got == 0 {
 				break
 			}
-			s.np = got
+			s.out -= got
+			s.np, short = got, got < want
 		}
 		n, v := SplitPacket(s.descs[s.off:s.np], pl.size, pl.fsize)
 		if v == Partial {
@@ -572,6 +620,7 @@ func (p *Poller) visit(s *sock, quota int) int {
 			if got == 0 {
 				break
 			}
+			s.out -= got
 			s.np += got
 			continue
 		}
@@ -691,6 +740,7 @@ func (p *Poller) produce(s *sock, addrs []uint64) int {
 	for _, a := range addrs[:n] {
 		s.pool.give(a)
 	}
+	s.out += n
 	return n
 }
 
@@ -710,6 +760,11 @@ func (p *Poller) flushStash(s *sock) {
 // from the allocator. Unless force, it waits until a batch is worth it.
 // It wakes the kernel when the ring asks for it.
 func (p *Poller) refill(s *sock, force bool) error {
+	if !force && s.target-s.out < p.cfg.FillBatch && s.unread < refillCheck {
+		s.unread++
+		return nil
+	}
+	s.unread = 0
 	have := s.fill.Len()
 	if have == 0 {
 		p.c.fillEmpty++
@@ -751,6 +806,10 @@ func (p *Poller) refill(s *sock, force bool) error {
 	}
 	return nil
 }
+
+// refillCheck is how many refills in a row may skip reading the Fill
+// ring on the strength of sock.out.
+const refillCheck = 8
 
 // anyReady reports whether a socket has descriptors to handle.
 func (p *Poller) anyReady() bool {
@@ -801,7 +860,7 @@ func (p *Poller) Reclaim() (int, error) {
 				}
 			}
 		}
-		s.off, s.np = 0, 0
+		s.off, s.np, s.out = 0, 0, 0
 	}
 	for _, pl := range p.pools {
 		var addrs [64]uint64

@@ -90,10 +90,32 @@ type sockCounters struct{ visits, packets, frames, maxVisit uint64 }
 
 type sockMirror struct{ visits, packets, frames, maxVisit atomic.Uint64 }
 
+// publishEvery is how many rounds that took packets the poller runs
+// between two publications of its counters when no Stats call asks for
+// them: publish is some 25 atomic stores (XCHG on amd64), too many for
+// rounds that carry a few packets each.
+const publishEvery = 64
+
+// published is called at the end of a round: it publishes the counters
+// when a Stats call asked for them (one load of the request flag: a line
+// only Stats writes) or after publishEvery rounds that took packets.
+func (p *Poller) published(got int) {
+	if got > 0 {
+		p.unpub++
+	}
+	if p.unpub >= publishEvery || p.want.Load() {
+		p.publish()
+	}
+}
+
 // publish copies the counters to their mirrors: single writer, so plain
 // stores of the running totals.
 func (p *Poller) publish() {
 	c, m := &p.c, &p.pub
+	p.unpub = 0
+	if p.want.Load() {
+		p.want.Store(false)
+	}
 	m.rounds.Store(c.rounds)
 	m.fullRounds.Store(c.fullRounds)
 	m.timeRounds.Store(c.timeRounds)
@@ -124,12 +146,17 @@ func (p *Poller) publish() {
 	}
 }
 
-// Stats returns the counters as of the end of the last round that took
-// packets, or the last sleep (an empty round publishes nothing), with each
-// socket's XDP_STATISTICS read now. It may be called from any goroutine,
-// also while Run runs. The error is that of reading XDP_STATISTICS (a
+// Stats returns the counters as last published, with each socket's
+// XDP_STATISTICS read now. A running poller publishes them before every
+// sleep, after every 64 rounds that took packets, at the end of Run, and
+// at the end of the first round after a Stats call: of two Stats calls
+// while the poller polls, the second sees counters at least as recent as
+// the end of a round that ended after the first. It may be called from any goroutine, also while Run runs. The error is that of reading XDP_STATISTICS (a
 // closed socket, for example); the other counters are valid regardless.
 func (p *Poller) Stats() (Stats, error) {
+	if !p.want.Load() {
+		p.want.Store(true)
+	}
 	m := &p.pub
 	st := Stats{
 		Rounds: m.rounds.Load(), FullRounds: m.fullRounds.Load(), TimeRounds: m.timeRounds.Load(),

@@ -17,10 +17,10 @@ func (f *FillRing) Produce(addrs []uint64) int {
 	if !f.g.enter() {
 		return 0
 	}
-	defer f.g.exit()
 	n := f.free(uint32(len(addrs)))
 	n = min(n, uint32(len(addrs)))
 	if n == 0 {
+		f.g.exit()
 		return 0
 	}
 	idx := f.local
@@ -28,6 +28,7 @@ func (f *FillRing) Produce(addrs []uint64) int {
 		f.addrs[(idx+i)&f.mask] = addrs[i]
 	}
 	f.submit(n)
+	f.g.exit() // no defer: see RXRing.Consume
 	f.umem.Moved(umem.Held, umem.Fill, int(n))
 	return int(n)
 }
@@ -37,8 +38,9 @@ func (f *FillRing) Free() int {
 	if !f.g.enter() {
 		return 0
 	}
-	defer f.g.exit()
-	return int(f.free(f.size))
+	n := f.free(f.size)
+	f.g.exit()
+	return int(n)
 }
 
 // Len is the number of frames on the ring that the kernel has not
@@ -47,8 +49,9 @@ func (f *FillRing) Len() int {
 	if !f.g.enter() {
 		return 0
 	}
-	defer f.g.exit()
-	return int(f.pending())
+	n := f.pending()
+	f.g.exit()
+	return int(n)
 }
 
 // Size is the ring's capacity.
@@ -60,6 +63,7 @@ func (f *FillRing) NeedWakeup() bool {
 	if !f.g.enter() {
 		return false
 	}
-	defer f.g.exit()
-	return f.needWakeup()
+	w := f.needWakeup()
+	f.g.exit()
+	return w
 }
