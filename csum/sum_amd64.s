@@ -113,6 +113,8 @@ tinyDone:
 // last byte is the low byte of its little-endian word. Clobbers SI, DI,
 // DX, R9.
 #define COPYTAIL \
+	TESTQ   CX, CX \
+	JZ      copyDone \
 	TESTQ   $32, CX \
 	JZ      copy16 \
 	MOVQ    0(SI), DX \
@@ -261,6 +263,80 @@ v2last: \
 	ADDQ    DX, SI \
 	ANDQ    $31, CX \
 v2reduce: \
+	VPADDQ  Y1, Y0, Y0 \
+	VPADDQ  Y5, Y4, Y4 \
+	REDUCE256(Y0, Y4, X0, X1, Y1, AX) \
+	VZEROUPPER
+
+// COPYSUMAVX2 is SUMAVX2 that also stores what it loads, from SI to DI
+// (CX >= 32 bytes), and leaves the last CX < 32 bytes for COPYTAIL.
+// Clobbers DX, Y0-Y11.
+#define COPYSUMAVX2 \
+	VPXOR   Y0, Y0, Y0 \
+	VPXOR   Y1, Y1, Y1 \
+	VPXOR   Y4, Y4, Y4 \
+	VPXOR   Y5, Y5, Y5 \
+	MOVQ    CX, DX \
+	ANDQ    $-128, DX \
+	JZ      c2rest \
+	ADDQ    SI, DX \
+	ANDQ    $127, CX \
+	JMP     c2loop \
+	PCALIGN $64 \
+c2loop: \
+	VMOVDQU 0(SI), Y8 \
+	VMOVDQU 32(SI), Y9 \
+	VMOVDQU 64(SI), Y10 \
+	VMOVDQU 96(SI), Y11 \
+	VMOVDQU Y8, 0(DI) \
+	VMOVDQU Y9, 32(DI) \
+	VMOVDQU Y10, 64(DI) \
+	VMOVDQU Y11, 96(DI) \
+	VPADDQ  Y8, Y0, Y0 \
+	VPADDQ  Y9, Y1, Y1 \
+	VPSRLQ  $32, Y8, Y8 \
+	VPSRLQ  $32, Y9, Y9 \
+	VPADDQ  Y8, Y4, Y4 \
+	VPADDQ  Y9, Y5, Y5 \
+	VPADDQ  Y10, Y0, Y0 \
+	VPADDQ  Y11, Y1, Y1 \
+	VPSRLQ  $32, Y10, Y10 \
+	VPSRLQ  $32, Y11, Y11 \
+	VPADDQ  Y10, Y4, Y4 \
+	VPADDQ  Y11, Y5, Y5 \
+	SUBQ    $-128, SI \
+	SUBQ    $-128, DI \
+	CMPQ    SI, DX \
+	JNE     c2loop \
+c2rest: \
+	CMPQ    CX, $32 \
+	JB      c2reduce \
+	VMOVDQU 0(SI), Y8 \
+	VMOVDQU Y8, 0(DI) \
+	VPADDQ  Y8, Y0, Y0 \
+	VPSRLQ  $32, Y8, Y8 \
+	VPADDQ  Y8, Y4, Y4 \
+	CMPQ    CX, $64 \
+	JB      c2last \
+	VMOVDQU 32(SI), Y9 \
+	VMOVDQU Y9, 32(DI) \
+	VPADDQ  Y9, Y1, Y1 \
+	VPSRLQ  $32, Y9, Y9 \
+	VPADDQ  Y9, Y5, Y5 \
+	CMPQ    CX, $96 \
+	JB      c2last \
+	VMOVDQU 64(SI), Y10 \
+	VMOVDQU Y10, 64(DI) \
+	VPADDQ  Y10, Y0, Y0 \
+	VPSRLQ  $32, Y10, Y10 \
+	VPADDQ  Y10, Y4, Y4 \
+c2last: \
+	MOVQ    CX, DX \
+	ANDQ    $-32, DX \
+	ADDQ    DX, SI \
+	ADDQ    DX, DI \
+	ANDQ    $31, CX \
+c2reduce: \
 	VPADDQ  Y1, Y0, Y0 \
 	VPADDQ  Y5, Y4, Y4 \
 	REDUCE256(Y0, Y4, X0, X1, Y1, AX) \
@@ -418,18 +494,28 @@ tail:
 	RET
 
 vector:
+	// As in sum: the checks fall through to the inlined AVX2 kernel.
 	CMPQ CX, ·maxChunk(SB)
 	JGT  slow
 	CMPB ·useAVX512(SB), $0
-	JEQ  avx2
+	JNE  avx512
+	CMPB ·useAVX2(SB), $0
+	JEQ  scalar
+	CMPQ CX, $32 // copyVectorMin is 0 in the tests
+	JB   scalar
+	MOVQ dst_base+0(FP), DI
+	MOVQ src_base+24(FP), SI
+	XORL AX, AX
+	COPYSUMAVX2
+	JMP  tail
+
+avx512:
 	CMPQ CX, ·avx512CopyMin(SB)
 	JLT  avx2
 	JMP  ·copySumAVX512(SB)
 
 avx2:
-	CMPB ·useAVX2(SB), $0
-	JEQ  scalar
-	JMP  ·copySumAVX2(SB)
+	JMP ·copySumAVX2(SB)
 
 slow:
 	JMP ·copySumSlow(SB)
@@ -465,73 +551,7 @@ TEXT ·copySumAVX2(SB), NOSPLIT, $0-60
 	XORL AX, AX
 	CMPQ CX, $32
 	JB   tail
-
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	VPXOR Y4, Y4, Y4
-	VPXOR Y5, Y5, Y5
-	VPXOR Y6, Y6, Y6
-	VPXOR Y7, Y7, Y7
-
-	CMPQ CX, $128
-	JB   loop32
-	JMP  loop128
-
-	PCALIGN $64
-
-loop128:
-	VMOVDQU 0(SI), Y8
-	VMOVDQU 32(SI), Y9
-	VMOVDQU 64(SI), Y10
-	VMOVDQU 96(SI), Y11
-	VMOVDQU Y8, 0(DI)
-	VMOVDQU Y9, 32(DI)
-	VMOVDQU Y10, 64(DI)
-	VMOVDQU Y11, 96(DI)
-	VPADDQ  Y8, Y0, Y0
-	VPADDQ  Y9, Y1, Y1
-	VPADDQ  Y10, Y2, Y2
-	VPADDQ  Y11, Y3, Y3
-	VPSRLQ  $32, Y8, Y8
-	VPSRLQ  $32, Y9, Y9
-	VPSRLQ  $32, Y10, Y10
-	VPSRLQ  $32, Y11, Y11
-	VPADDQ  Y8, Y4, Y4
-	VPADDQ  Y9, Y5, Y5
-	VPADDQ  Y10, Y6, Y6
-	VPADDQ  Y11, Y7, Y7
-	SUBQ    $-128, SI
-	SUBQ    $-128, DI
-	ADDQ    $-128, CX
-	CMPQ    CX, $127
-	JA      loop128
-
-loop32:
-	CMPQ    CX, $32
-	JB      reduce
-	VMOVDQU (SI), Y8
-	VMOVDQU Y8, (DI)
-	VPADDQ  Y8, Y0, Y0
-	VPSRLQ  $32, Y8, Y8
-	VPADDQ  Y8, Y4, Y4
-	ADDQ    $32, SI
-	ADDQ    $32, DI
-	SUBQ    $32, CX
-	JMP     loop32
-
-reduce:
-	VPADDQ Y1, Y0, Y0
-	VPADDQ Y3, Y2, Y2
-	VPADDQ Y2, Y0, Y0
-	VPADDQ Y5, Y4, Y4
-	VPADDQ Y7, Y6, Y6
-	VPADDQ Y6, Y4, Y4
-	REDUCE256(Y0, Y4, X0, X1, Y1, DX)
-	VZEROUPPER
-	ADDQ   DX, AX
-	ADCQ   $0, AX
+	COPYSUMAVX2
 
 tail:
 	COPYTAIL
