@@ -413,10 +413,14 @@ vector:
 	JEQ  scalar
 	CMPQ CX, $32 // vectorMin is 0 in the tests
 	JB   scalar
-	MOVQ b_base+0(FP), SI
-	XORL AX, AX
+	MOVQ  b_base+0(FP), SI
+	XORL  AX, AX
 	SUMAVX2
-	JMP  tail
+	TESTQ CX, CX // no tail: return here, two taken branches fewer
+	JNZ   tail
+	FINISH(initial+24(FP))
+	MOVL  AX, ret+32(FP)
+	RET
 
 avx512:
 	CMPQ CX, ·avx512Min(SB)
@@ -505,9 +509,13 @@ vector:
 	JB   scalar
 	MOVQ dst_base+0(FP), DI
 	MOVQ src_base+24(FP), SI
-	XORL AX, AX
+	XORL  AX, AX
 	COPYSUMAVX2
-	JMP  tail
+	TESTQ CX, CX
+	JNZ   tail
+	FINISH(initial+48(FP))
+	MOVL  AX, ret+56(FP)
+	RET
 
 avx512:
 	CMPQ CX, ·avx512CopyMin(SB)
