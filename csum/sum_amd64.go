@@ -26,9 +26,10 @@ var (
 )
 
 // sum is Sum and copyAndSum is CopyAndSum (len(dst) >= len(src)): see
-// sum_amd64.s. Each sums short slices itself and reaches the vector kernel
-// the flags above choose by a tail call (the kernels take the same
-// arguments), and the Go functions sumSlow and copySumSlow without
+// sum_amd64.s. Each sums short slices itself, runs the AVX2 kernel inline
+// (the same code as sumAVX2 and copySumAVX2: a call less), reaches the
+// AVX-512 kernel by a tail call (the kernels take the same arguments),
+// and the Go functions sumSlow and copySumSlow without
 // assembly and for slices longer than maxChunk.
 
 //go:noescape

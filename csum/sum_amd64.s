@@ -113,6 +113,8 @@ tinyDone:
 // last byte is the low byte of its little-endian word. Clobbers SI, DI,
 // DX, R9.
 #define COPYTAIL \
+	TESTQ   CX, CX \
+	JZ      copyDone \
 	TESTQ   $32, CX \
 	JZ      copy16 \
 	MOVQ    0(SI), DX \
@@ -188,7 +190,7 @@ copyDone:
 	VPADDQ       x1, xa, xa   \
 	VPSHUFD      $0x4e, xa, x1 \
 	VPADDQ       x1, xa, xa   \
-	MOVQ         xa, r
+	VMOVQ        xa, r
 
 // REDUCE512 folds the 512-bit accumulators za (A) and zh (H) to 256 bits
 // in ya and yh. Clobbers y1.
@@ -198,13 +200,156 @@ copyDone:
 	VEXTRACTI64X4 $1, zh, y1 \
 	VPADDQ        y1, yh, yh
 
+// SUMAVX2 sums the CX >= 32 bytes at SI with 256-bit vectors, 128 bytes
+// per iteration into four pairs of accumulators (A in Y0-Y3, H in Y4-Y7),
+// then up to three more vectors without a loop, and leaves the last
+// CX < 32 bytes at SI for SUMTAIL, with the vectors' sum in AX. The loop
+// runs to an end pointer (DX), so that it carries two scalar
+// instructions. Clobbers DX, Y0-Y11.
+#define SUMAVX2 \
+	VPXOR   Y0, Y0, Y0 \
+	VPXOR   Y1, Y1, Y1 \
+	VPXOR   Y4, Y4, Y4 \
+	VPXOR   Y5, Y5, Y5 \
+	MOVQ    CX, DX \
+	ANDQ    $-128, DX \
+	JZ      v2rest \
+	ADDQ    SI, DX \
+	ANDQ    $127, CX \
+	JMP     v2loop \
+	PCALIGN $64 \
+v2loop: \
+	VMOVDQU 0(SI), Y8 \
+	VMOVDQU 32(SI), Y9 \
+	VMOVDQU 64(SI), Y10 \
+	VMOVDQU 96(SI), Y11 \
+	VPADDQ  Y8, Y0, Y0 \
+	VPADDQ  Y9, Y1, Y1 \
+	VPSRLQ  $32, Y8, Y8 \
+	VPSRLQ  $32, Y9, Y9 \
+	VPADDQ  Y8, Y4, Y4 \
+	VPADDQ  Y9, Y5, Y5 \
+	VPADDQ  Y10, Y0, Y0 \
+	VPADDQ  Y11, Y1, Y1 \
+	VPSRLQ  $32, Y10, Y10 \
+	VPSRLQ  $32, Y11, Y11 \
+	VPADDQ  Y10, Y4, Y4 \
+	VPADDQ  Y11, Y5, Y5 \
+	SUBQ    $-128, SI \
+	CMPQ    SI, DX \
+	JNE     v2loop \
+v2rest: \
+	CMPQ    CX, $32 \
+	JB      v2reduce \
+	VMOVDQU 0(SI), Y8 \
+	VPADDQ  Y8, Y0, Y0 \
+	VPSRLQ  $32, Y8, Y8 \
+	VPADDQ  Y8, Y4, Y4 \
+	CMPQ    CX, $64 \
+	JB      v2last \
+	VMOVDQU 32(SI), Y9 \
+	VPADDQ  Y9, Y1, Y1 \
+	VPSRLQ  $32, Y9, Y9 \
+	VPADDQ  Y9, Y5, Y5 \
+	CMPQ    CX, $96 \
+	JB      v2last \
+	VMOVDQU 64(SI), Y10 \
+	VPADDQ  Y10, Y0, Y0 \
+	VPSRLQ  $32, Y10, Y10 \
+	VPADDQ  Y10, Y4, Y4 \
+v2last: \
+	MOVQ    CX, DX \
+	ANDQ    $-32, DX \
+	ADDQ    DX, SI \
+	ANDQ    $31, CX \
+v2reduce: \
+	VPADDQ  Y1, Y0, Y0 \
+	VPADDQ  Y5, Y4, Y4 \
+	REDUCE256(Y0, Y4, X0, X1, Y1, AX) \
+	VZEROUPPER
+
+// COPYSUMAVX2 is SUMAVX2 that also stores what it loads, from SI to DI
+// (CX >= 32 bytes), and leaves the last CX < 32 bytes for COPYTAIL.
+// Clobbers DX, Y0-Y11.
+#define COPYSUMAVX2 \
+	VPXOR   Y0, Y0, Y0 \
+	VPXOR   Y1, Y1, Y1 \
+	VPXOR   Y4, Y4, Y4 \
+	VPXOR   Y5, Y5, Y5 \
+	MOVQ    CX, DX \
+	ANDQ    $-128, DX \
+	JZ      c2rest \
+	ADDQ    SI, DX \
+	ANDQ    $127, CX \
+	JMP     c2loop \
+	PCALIGN $64 \
+c2loop: \
+	VMOVDQU 0(SI), Y8 \
+	VMOVDQU 32(SI), Y9 \
+	VMOVDQU 64(SI), Y10 \
+	VMOVDQU 96(SI), Y11 \
+	VMOVDQU Y8, 0(DI) \
+	VMOVDQU Y9, 32(DI) \
+	VMOVDQU Y10, 64(DI) \
+	VMOVDQU Y11, 96(DI) \
+	VPADDQ  Y8, Y0, Y0 \
+	VPADDQ  Y9, Y1, Y1 \
+	VPSRLQ  $32, Y8, Y8 \
+	VPSRLQ  $32, Y9, Y9 \
+	VPADDQ  Y8, Y4, Y4 \
+	VPADDQ  Y9, Y5, Y5 \
+	VPADDQ  Y10, Y0, Y0 \
+	VPADDQ  Y11, Y1, Y1 \
+	VPSRLQ  $32, Y10, Y10 \
+	VPSRLQ  $32, Y11, Y11 \
+	VPADDQ  Y10, Y4, Y4 \
+	VPADDQ  Y11, Y5, Y5 \
+	SUBQ    $-128, SI \
+	SUBQ    $-128, DI \
+	CMPQ    SI, DX \
+	JNE     c2loop \
+c2rest: \
+	CMPQ    CX, $32 \
+	JB      c2reduce \
+	VMOVDQU 0(SI), Y8 \
+	VMOVDQU Y8, 0(DI) \
+	VPADDQ  Y8, Y0, Y0 \
+	VPSRLQ  $32, Y8, Y8 \
+	VPADDQ  Y8, Y4, Y4 \
+	CMPQ    CX, $64 \
+	JB      c2last \
+	VMOVDQU 32(SI), Y9 \
+	VMOVDQU Y9, 32(DI) \
+	VPADDQ  Y9, Y1, Y1 \
+	VPSRLQ  $32, Y9, Y9 \
+	VPADDQ  Y9, Y5, Y5 \
+	CMPQ    CX, $96 \
+	JB      c2last \
+	VMOVDQU 64(SI), Y10 \
+	VMOVDQU Y10, 64(DI) \
+	VPADDQ  Y10, Y0, Y0 \
+	VPSRLQ  $32, Y10, Y10 \
+	VPADDQ  Y10, Y4, Y4 \
+c2last: \
+	MOVQ    CX, DX \
+	ANDQ    $-32, DX \
+	ADDQ    DX, SI \
+	ADDQ    DX, DI \
+	ANDQ    $31, CX \
+c2reduce: \
+	VPADDQ  Y1, Y0, Y0 \
+	VPADDQ  Y5, Y4, Y4 \
+	REDUCE256(Y0, Y4, X0, X1, Y1, AX) \
+	VZEROUPPER
+
 // func sum(b []byte, initial uint32) uint32
 //
 // sum is Sum (which the compiler inlines into a call of it): slices
 // shorter than vectorMin (all of them without AVX2) are summed here by one
-// add-with-carry chain; longer ones go to the vector kernel that the flags
-// in sum_amd64.go choose, by a tail call (the kernels take the same
-// arguments). Without assembly (useAsm false, for the tests) and for
+// add-with-carry chain; longer ones by the AVX2 kernel, which is inlined
+// here (SUMAVX2, the same code as sumAVX2), or by a tail call to the
+// AVX-512 kernel where the flags in sum_amd64.go choose it (the kernels
+// take the same arguments). Without assembly (useAsm false, for the tests) and for
 // slices longer than maxChunk it tail-calls the Go function sumSlow.
 TEXT ·sum(SB), NOSPLIT, $0-36
 	MOVQ b_len+8(FP), CX
@@ -256,19 +401,34 @@ tiny:
 	RET
 
 vector:
+	// Every check falls through on the way to the AVX2 kernel, which is
+	// inlined here: the taken branches and the jump to sumAVX2 cost about
+	// 1 ns a call (csum vs csumbench in one process, 512 B).
 	// The scalar chain has no limit; the vector kernels' lane sums do.
 	CMPQ CX, ·maxChunk(SB)
 	JGT  slow
 	CMPB ·useAVX512(SB), $0
-	JEQ  avx2
+	JNE  avx512
+	CMPB ·useAVX2(SB), $0
+	JEQ  scalar
+	CMPQ CX, $32 // vectorMin is 0 in the tests
+	JB   scalar
+	MOVQ  b_base+0(FP), SI
+	XORL  AX, AX
+	SUMAVX2
+	TESTQ CX, CX // no tail: return here, two taken branches fewer
+	JNZ   tail
+	FINISH(initial+24(FP))
+	MOVL  AX, ret+32(FP)
+	RET
+
+avx512:
 	CMPQ CX, ·avx512Min(SB)
 	JLT  avx2
 	JMP  ·sumAVX512(SB)
 
 avx2:
-	CMPB ·useAVX2(SB), $0
-	JEQ  scalar
-	JMP  ·sumAVX2(SB)
+	JMP ·sumAVX2(SB)
 
 slow:
 	JMP ·sumSlow(SB)
@@ -338,18 +498,32 @@ tail:
 	RET
 
 vector:
+	// As in sum: the checks fall through to the inlined AVX2 kernel.
 	CMPQ CX, ·maxChunk(SB)
 	JGT  slow
 	CMPB ·useAVX512(SB), $0
-	JEQ  avx2
+	JNE  avx512
+	CMPB ·useAVX2(SB), $0
+	JEQ  scalar
+	CMPQ CX, $32 // copyVectorMin is 0 in the tests
+	JB   scalar
+	MOVQ dst_base+0(FP), DI
+	MOVQ src_base+24(FP), SI
+	XORL  AX, AX
+	COPYSUMAVX2
+	TESTQ CX, CX
+	JNZ   tail
+	FINISH(initial+48(FP))
+	MOVL  AX, ret+56(FP)
+	RET
+
+avx512:
 	CMPQ CX, ·avx512CopyMin(SB)
 	JLT  avx2
 	JMP  ·copySumAVX512(SB)
 
 avx2:
-	CMPB ·useAVX2(SB), $0
-	JEQ  scalar
-	JMP  ·copySumAVX2(SB)
+	JMP ·copySumAVX2(SB)
 
 slow:
 	JMP ·copySumSlow(SB)
@@ -361,69 +535,7 @@ TEXT ·sumAVX2(SB), NOSPLIT, $0-36
 	XORL AX, AX
 	CMPQ CX, $32
 	JB   scalar
-
-	VPXOR Y0, Y0, Y0 // A0
-	VPXOR Y1, Y1, Y1 // A1
-	VPXOR Y2, Y2, Y2 // A2
-	VPXOR Y3, Y3, Y3 // A3
-	VPXOR Y4, Y4, Y4 // H0
-	VPXOR Y5, Y5, Y5 // H1
-	VPXOR Y6, Y6, Y6 // H2
-	VPXOR Y7, Y7, Y7 // H3
-
-	CMPQ CX, $128
-	JB   tail32
-	JMP  loop128
-
-	PCALIGN $64
-
-loop128:
-	VMOVDQU 0(SI), Y8
-	VMOVDQU 32(SI), Y9
-	VMOVDQU 64(SI), Y10
-	VMOVDQU 96(SI), Y11
-	VPADDQ  Y8, Y0, Y0
-	VPADDQ  Y9, Y1, Y1
-	VPADDQ  Y10, Y2, Y2
-	VPADDQ  Y11, Y3, Y3
-	VPSRLQ  $32, Y8, Y8
-	VPSRLQ  $32, Y9, Y9
-	VPSRLQ  $32, Y10, Y10
-	VPSRLQ  $32, Y11, Y11
-	VPADDQ  Y8, Y4, Y4
-	VPADDQ  Y9, Y5, Y5
-	VPADDQ  Y10, Y6, Y6
-	VPADDQ  Y11, Y7, Y7
-	SUBQ    $-128, SI
-	ADDQ    $-128, CX
-	CMPQ    CX, $127
-	JA      loop128
-
-tail32:
-	CMPQ CX, $32
-	JB   reduce
-
-loop32:
-	VMOVDQU (SI), Y8
-	VPADDQ  Y8, Y0, Y0
-	VPSRLQ  $32, Y8, Y8
-	VPADDQ  Y8, Y4, Y4
-	ADDQ    $32, SI
-	SUBQ    $32, CX
-	CMPQ    CX, $32
-	JAE     loop32
-
-reduce:
-	VPADDQ Y1, Y0, Y0
-	VPADDQ Y3, Y2, Y2
-	VPADDQ Y2, Y0, Y0
-	VPADDQ Y5, Y4, Y4
-	VPADDQ Y7, Y6, Y6
-	VPADDQ Y6, Y4, Y4
-	REDUCE256(Y0, Y4, X0, X1, Y1, DX)
-	VZEROUPPER
-	ADDQ   DX, AX
-	ADCQ   $0, AX
+	SUMAVX2
 
 scalar:
 	CMPQ b_len+8(FP), $8
@@ -447,73 +559,7 @@ TEXT ·copySumAVX2(SB), NOSPLIT, $0-60
 	XORL AX, AX
 	CMPQ CX, $32
 	JB   tail
-
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	VPXOR Y4, Y4, Y4
-	VPXOR Y5, Y5, Y5
-	VPXOR Y6, Y6, Y6
-	VPXOR Y7, Y7, Y7
-
-	CMPQ CX, $128
-	JB   loop32
-	JMP  loop128
-
-	PCALIGN $64
-
-loop128:
-	VMOVDQU 0(SI), Y8
-	VMOVDQU 32(SI), Y9
-	VMOVDQU 64(SI), Y10
-	VMOVDQU 96(SI), Y11
-	VMOVDQU Y8, 0(DI)
-	VMOVDQU Y9, 32(DI)
-	VMOVDQU Y10, 64(DI)
-	VMOVDQU Y11, 96(DI)
-	VPADDQ  Y8, Y0, Y0
-	VPADDQ  Y9, Y1, Y1
-	VPADDQ  Y10, Y2, Y2
-	VPADDQ  Y11, Y3, Y3
-	VPSRLQ  $32, Y8, Y8
-	VPSRLQ  $32, Y9, Y9
-	VPSRLQ  $32, Y10, Y10
-	VPSRLQ  $32, Y11, Y11
-	VPADDQ  Y8, Y4, Y4
-	VPADDQ  Y9, Y5, Y5
-	VPADDQ  Y10, Y6, Y6
-	VPADDQ  Y11, Y7, Y7
-	SUBQ    $-128, SI
-	SUBQ    $-128, DI
-	ADDQ    $-128, CX
-	CMPQ    CX, $127
-	JA      loop128
-
-loop32:
-	CMPQ    CX, $32
-	JB      reduce
-	VMOVDQU (SI), Y8
-	VMOVDQU Y8, (DI)
-	VPADDQ  Y8, Y0, Y0
-	VPSRLQ  $32, Y8, Y8
-	VPADDQ  Y8, Y4, Y4
-	ADDQ    $32, SI
-	ADDQ    $32, DI
-	SUBQ    $32, CX
-	JMP     loop32
-
-reduce:
-	VPADDQ Y1, Y0, Y0
-	VPADDQ Y3, Y2, Y2
-	VPADDQ Y2, Y0, Y0
-	VPADDQ Y5, Y4, Y4
-	VPADDQ Y7, Y6, Y6
-	VPADDQ Y6, Y4, Y4
-	REDUCE256(Y0, Y4, X0, X1, Y1, DX)
-	VZEROUPPER
-	ADDQ   DX, AX
-	ADCQ   $0, AX
+	COPYSUMAVX2
 
 tail:
 	COPYTAIL

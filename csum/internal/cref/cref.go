@@ -1,0 +1,50 @@
+//go:build csumcgo && amd64 && linux
+
+// Package cref compiles bench/c/csumbench.c's kernels into a Go test
+// binary through cgo, so that csum's TestPairedC can time them in
+// alternating short blocks with Sum and CopyAndSum in one process: on a
+// shared machine, runs of separate programs minutes apart differ by more
+// than the kernels do. Built only with -tags csumcgo.
+package cref
+
+/*
+#cgo CFLAGS: -O3 -march=native
+#define main csumbench_main
+#include "../../../bench/c/csumbench.c"
+#undef main
+
+static double cref_time(int k, uint8_t *dst, const uint8_t *src, size_t n, long reps)
+{
+	const struct kernel *kk = &kernels[k];
+	uint64_t t0 = now_ns();
+	uint32_t s = sink;
+
+	for (long i = 0; i < reps; i++) {
+		if (kk->sum)
+			s = kk->sum(src, n, s);
+		else
+			s = kk->copy(dst, src, n, s);
+		__asm__ volatile("" : "+r"(s) : : "memory");
+	}
+	sink = s;
+	return (double)(now_ns() - t0);
+}
+*/
+import "C"
+
+import "unsafe"
+
+// Kernels, by their index in csumbench.c's table.
+const (
+	SumADC      = 0
+	SumAVX2     = 1
+	CopySumAVX2 = 3
+	Memcpy      = 5
+)
+
+// Time returns the nanoseconds that reps chained calls of kernel k take
+// over src (and dst for the copies); both must be non-empty.
+func Time(k int, dst, src []byte, reps int) float64 {
+	return float64(C.cref_time(C.int(k), (*C.uint8_t)(unsafe.Pointer(&dst[0])),
+		(*C.uint8_t)(unsafe.Pointer(&src[0])), C.size_t(len(src)), C.long(reps)))
+}
