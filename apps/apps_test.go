@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/xdpkit/xdpkit/apps/internal/cli"
 	"github.com/xdpkit/xdpkit/apps/internal/topo"
 	"github.com/xdpkit/xdpkit/test/vethns"
@@ -156,9 +154,10 @@ type bed struct {
 
 func newBed(t *testing.T) *bed { return newBedAs(t, nil) }
 
-// newBedAs starts xdpfwd through wrapper (a command and its arguments
-// that end with the program to run, like setpriv ... --), or directly.
-func newBedAs(t *testing.T, wrapper []string) *bed {
+// newBedAs starts xdpfwd, with extra arguments after the usual ones,
+// through wrapper (a command and its arguments that end with the program
+// to run, like setpriv ... --), or directly.
+func newBedAs(t *testing.T, wrapper []string, extra ...string) *bed {
 	t.Helper()
 	vethns.Require(t)
 	tp, err := topo.Create(nil)
@@ -174,7 +173,7 @@ func newBedAs(t *testing.T, wrapper []string) *bed {
 			t.Error(err)
 		}
 	})
-	args := []string{"-i", tp.In.B.Name, "-o", tp.Out.A.Name, "-quiet"}
+	args := append([]string{"-i", tp.In.B.Name, "-o", tp.Out.A.Name, "-quiet"}, extra...)
 	bin := path("xdpfwd")
 	if len(wrapper) > 0 {
 		args = append(append(wrapper[1:], bin), args...)
@@ -300,21 +299,19 @@ func (b *bed) stopFwd(t *testing.T) fwdSummary {
 // vethDrops sums the dropped counters (rx and tx) of the four veth ends.
 func (b *bed) vethDrops(t *testing.T) uint64 {
 	t.Helper()
+	return linkDrops(t, b.t.In.A, b.t.In.B, b.t.Out.A, b.t.Out.B)
+}
+
+// linkDrops sums the dropped counters (rx and tx) of the links.
+func linkDrops(t *testing.T, links ...*vethns.Link) uint64 {
+	t.Helper()
 	var sum uint64
-	for _, l := range []*vethns.Link{b.t.In.A, b.t.In.B, b.t.Out.A, b.t.Out.B} {
-		err := l.NS.Do(func() error {
-			nl, err := netlink.LinkByName(l.Name)
-			if err != nil {
-				return err
-			}
-			if st := nl.Attrs().Statistics; st != nil {
-				sum += st.RxDropped + st.TxDropped
-			}
-			return nil
-		})
+	for _, l := range links {
+		st, err := topo.Stats(l)
 		if err != nil {
 			t.Fatal(err)
 		}
+		sum += st.RxDropped + st.TxDropped
 	}
 	return sum
 }

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/xdpkit/xdpkit/apps/internal/cli"
 	"github.com/xdpkit/xdpkit/apps/internal/topo"
 	"github.com/xdpkit/xdpkit/test/vethns"
@@ -124,18 +122,7 @@ func TestLatency(t *testing.T) {
 	// datagram may be lost only where the kernel counts it: the socket's
 	// XDP_STATISTICS or veth's drops (its 256-entry XDP ring on a busy
 	// machine).
-	var vethDrops uint64
-	for _, l := range []*vethns.Link{pair.A, pair.B} {
-		if err := l.NS.Do(func() error {
-			nl, err := netlink.LinkByName(l.Name)
-			if err == nil && nl.Attrs().Statistics != nil {
-				vethDrops += nl.Attrs().Statistics.RxDropped + nl.Attrs().Statistics.TxDropped
-			}
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	vethDrops := linkDrops(t, pair.A, pair.B)
 	if rs.Valid+rs.XDPDropped+vethDrops < n || rs.Valid == 0 {
 		t.Errorf("valid %d of %d, with %d socket and %d veth drops: a loss no kernel counter explains", rs.Valid, n, rs.XDPDropped, vethDrops)
 	}

@@ -107,27 +107,8 @@ func seriesValue(t *testing.T, fams map[string]*dto.MetricFamily, name string, t
 // interface and queue) and xdpkit's (promxdp: sockets by interface and
 // queue, the poller, the UMEM).
 func TestMetricsScrape(t *testing.T) {
-	vethns.Require(t)
-	tp, err := topo.Create(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &bed{t: tp}
-	t.Cleanup(func() {
-		if b.fwd != nil {
-			b.fwd.Stop(5 * time.Second)
-		}
-		if err := tp.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	b.fwd, err = topo.Start(tp.Fwd, path("xdpfwd"), nil, "-i", tp.In.B.Name, "-o", tp.Out.A.Name, "-quiet", "-metrics", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.fwd.WaitReady(context.Background(), 10*time.Second); err != nil {
-		t.Fatalf("%v: %s", err, b.fwd.Stderr())
-	}
+	b := newBedAs(t, nil, "-metrics", "127.0.0.1:0")
+	tp := b.t
 	m := regexp.MustCompile(`xdpfwd: metrics on http://(\S+)/metrics`).FindStringSubmatch(b.fwd.Output())
 	if m == nil {
 		t.Fatalf("xdpfwd did not say where its metrics are:\n%s", b.fwd.Output())

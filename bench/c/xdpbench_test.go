@@ -378,7 +378,7 @@ func TestModes(t *testing.T) {
 	t.Run("RouteIntoKernel", func(t *testing.T) {
 		const n = 5000
 		p1, p2 := line3(t)
-		sink := newTTLSink(t, p2.B.NS, netip.AddrPortFrom(p2.B.IPv4.Addr(), 9000))
+		sink := vethns.NewTTLSink(t, p2.B.NS, netip.AddrPortFrom(p2.B.IPv4.Addr(), 9000))
 		fwd := start(t, p1.B.NS, bin, "-m", "fwd", "--l3", "-i", p1.B.Name, "-o", p2.A.Name, "--dst-mac", p2.B.MAC.String(), "-d", "15")
 		fwd.waitReady(t)
 		before := counters(t, p2.B.NS)
@@ -386,7 +386,7 @@ func TestModes(t *testing.T) {
 			"-n", strconv.Itoa(n), "--rate", "50000", "--dst-port", "9000", "-d", "15")...)
 		time.Sleep(100 * time.Millisecond)
 		f := stopAfter(t, fwd)
-		ttls := sink.stop()
+		ttls := sink.Stop()
 		after := counters(t, p2.B.NS)
 		if tx.Frames != n {
 			t.Errorf("txonly sent %d frames, want %d", tx.Frames, n)

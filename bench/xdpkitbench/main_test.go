@@ -261,7 +261,7 @@ func TestModes(t *testing.T) {
 		const n = 5000
 		a, b, c := vethns.NewNS(t), vethns.NewNS(t), vethns.NewNS(t)
 		p1, p2 := vethns.NewPair(t, a, b, nil), vethns.NewPair(t, b, c, nil)
-		sink := newTTLSink(t, c, netip.AddrPortFrom(p2.B.IPv4.Addr(), 9000))
+		sink := vethns.NewTTLSink(t, c, netip.AddrPortFrom(p2.B.IPv4.Addr(), 9000))
 		before, err := c.Counters()
 		if err != nil {
 			t.Fatal(err)
@@ -275,7 +275,7 @@ func TestModes(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 		close(stopFwd)
 		f := fwd()
-		ttls := sink.stop()
+		ttls := sink.Stop()
 		after, err := c.Counters()
 		if err != nil {
 			t.Fatal(err)

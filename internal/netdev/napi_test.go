@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/link"
 	"github.com/mdlayher/genetlink"
 
 	"github.com/xdpkit/xdpkit/test/vethns"
@@ -91,23 +88,7 @@ func TestNAPI(t *testing.T) {
 		t.Errorf("veth without XDP: %d NAPIs, want none", len(n))
 	}
 
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Type:         ebpf.XDP,
-		License:      "GPL",
-		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2 /* XDP_PASS */), asm.Return()},
-	})
-	if err != nil {
-		t.Fatalf("load XDP program: %v", err)
-	}
-	defer prog.Close()
-	var xl link.Link
-	if err := a.Do(func() (err error) {
-		xl, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: p.A.Index})
-		return err
-	}); err != nil {
-		t.Fatalf("attach XDP to %s: %v", p.A.Name, err)
-	}
-	defer xl.Close()
+	attachPass(t, p.A)
 
 	napis := napisOf()
 	if len(napis) != queues {
@@ -207,7 +188,7 @@ func TestNAPI(t *testing.T) {
 	}
 
 	// Errors.
-	err = a.Do(func() error {
+	err := a.Do(func() error {
 		// NAPI ids come from one counter of the whole host; in this
 		// namespace the veth's are the only ones, and an id above them
 		// all is not (yet) anyone's.

@@ -146,22 +146,7 @@ func TestGetVeth(t *testing.T) {
 
 	// The reply follows the device: with an XDP program on B, A can be a
 	// redirect target (veth_set_xdp_features).
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Type:         ebpf.XDP,
-		License:      "GPL",
-		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2 /* XDP_PASS */), asm.Return()},
-	})
-	if err != nil {
-		t.Fatalf("load XDP program: %v", err)
-	}
-	defer prog.Close()
-	var xl link.Link
-	if err := p.B.NS.Do(func() error {
-		xl, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: p.B.Index})
-		return err
-	}); err != nil {
-		t.Fatalf("attach XDP to %s: %v", p.B.Name, err)
-	}
+	xl := attachPass(t, p.B)
 	got := getIn(t, p.A).XDPFeatures
 	if want := XDPBasic | XDPRedirect | XDPRxSG | XDPNdoXmit | XDPNdoXmitSG; got != want {
 		t.Errorf("with XDP on the peer: [%v], want [%v]", got, want)
@@ -328,4 +313,29 @@ func TestSetRxCsumOffload(t *testing.T) {
 	if err := a.Do(func() error { return SetRxCsumOffload("xk-none", true) }); !errors.Is(err, ErrNoDevice) {
 		t.Errorf("SetRxCsumOffload on a missing device: %v, want ErrNoDevice", err)
 	}
+}
+
+// attachPass attaches an XDP program that passes every packet to the
+// interface l, in its namespace, and returns the link; the test's end
+// closes the program (and detaches it, if the test did not).
+func attachPass(t *testing.T, l *vethns.Link) link.Link {
+	t.Helper()
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Type:         ebpf.XDP,
+		License:      "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2 /* XDP_PASS */), asm.Return()},
+	})
+	if err != nil {
+		t.Fatalf("load XDP program: %v", err)
+	}
+	t.Cleanup(func() { prog.Close() })
+	var xl link.Link
+	if err := l.NS.Do(func() (err error) {
+		xl, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: l.Index})
+		return err
+	}); err != nil {
+		t.Fatalf("attach XDP to %s: %v", l.Name, err)
+	}
+	t.Cleanup(func() { xl.Close() })
+	return xl
 }

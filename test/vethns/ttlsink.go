@@ -1,4 +1,4 @@
-package main
+package vethns
 
 import (
 	"net"
@@ -7,29 +7,29 @@ import (
 	"testing"
 
 	"golang.org/x/net/ipv4"
-
-	"github.com/xdpkit/xdpkit/test/vethns"
 )
 
-// ttlSink is a kernel UDP socket in a namespace that counts the datagrams
+// TTLSink is a kernel UDP socket in a namespace that counts the datagrams
 // it receives by the IPv4 TTL they arrived with (IP_RECVTTL): the kernel
 // delivers a datagram only with a valid IPv4 header checksum, so the
 // counts show both the TTL a router left and that its checksum update
 // was right.
-type ttlSink struct {
+type TTLSink struct {
 	c    *net.UDPConn
 	done chan struct{}
 	mu   sync.Mutex
 	ttls map[int]uint64
 }
 
-func newTTLSink(t *testing.T, ns *vethns.NS, at netip.AddrPort) *ttlSink {
+// NewTTLSink listens on at in ns, with an 8 MiB receive buffer, until
+// Stop or the end of the test.
+func NewTTLSink(t testing.TB, ns *NS, at netip.AddrPort) *TTLSink {
 	t.Helper()
 	c, err := ns.ListenUDP(at)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := vethns.ForceReadBuffer(c, 8<<20); err != nil {
+	if err := ForceReadBuffer(c, 8<<20); err != nil {
 		c.Close()
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func newTTLSink(t *testing.T, ns *vethns.NS, at netip.AddrPort) *ttlSink {
 		c.Close()
 		t.Fatal(err)
 	}
-	s := &ttlSink{c: c, done: make(chan struct{}), ttls: map[int]uint64{}}
+	s := &TTLSink{c: c, done: make(chan struct{}), ttls: map[int]uint64{}}
 	go func() {
 		defer close(s.done)
 		buf := make([]byte, 2048)
@@ -56,12 +56,12 @@ func newTTLSink(t *testing.T, ns *vethns.NS, at netip.AddrPort) *ttlSink {
 			s.mu.Unlock()
 		}
 	}()
-	t.Cleanup(func() { s.stop() })
+	t.Cleanup(func() { s.Stop() })
 	return s
 }
 
-// stop closes the socket and returns the counts by TTL (-1: no TTL given).
-func (s *ttlSink) stop() map[int]uint64 {
+// Stop closes the socket and returns the counts by TTL (-1: no TTL given).
+func (s *TTLSink) Stop() map[int]uint64 {
 	s.c.Close()
 	<-s.done
 	s.mu.Lock()
