@@ -29,9 +29,13 @@
 //     programs' /proc/PID/stat around the traffic (cpu.go) and reports
 //     CPU-seconds per million counted packets. Each case alternates the C
 //     reference (bench/c/xdpbench) and xdpkit (bench/xdpkitbench), after
-//     one warm-up run of each per frame size, -runs times (3) of -seconds
+//     one warm-up run of each per frame size, -runs times (5) of -seconds
 //     (2); the generator or peer runs on CPU 0, the measured program on
-//     CPU 1 (taskset). Reported: medians over the runs and xdpkit/C.
+//     CPU 1 (taskset). Reported: medians over the runs and xdpkit/C, and
+//     the efficiency goals (forwarding and RX-drop at maximum rate by
+//     Mpps, RX-drop at 100 and 300 kpps by the receiver's CPU per packet)
+//     with a verdict each and the range over the runs paired as they
+//     alternated.
 //  2. The csum and nt micro-benchmarks (go test -bench on ./csum and ./nt,
 //     pinned to CPU 1, best of -count) next to their C counterparts
 //     bench/c/csumbench.c (gcc -O3 -march=native: scalar adc, AVX2 and,

@@ -79,7 +79,7 @@ func main() {
 	flag.StringVar(&c.repo, "repo", "", "root of the xdpkit repository (default: found from the working directory)")
 	flag.StringVar(&c.readme, "readme", "", "write summary.md into this README between the bench markers")
 	flag.BoolVar(&c.quick, "quick", false, "run every case once, briefly (CI)")
-	flag.IntVar(&c.runs, "runs", 3, "measured runs of each AF_XDP case and implementation")
+	flag.IntVar(&c.runs, "runs", 5, "measured runs of each AF_XDP case and implementation")
 	flag.IntVar(&c.seconds, "seconds", 2, "length of one AF_XDP run")
 	flag.StringVar(&c.only, "only", defaultParts, "parts to run: xdp, micro, deliver, grid (comma-separated)")
 	flag.StringVar(&c.modes, "modes", defaultModes, "AF_XDP modes to run: txonly, rxdrop, fwd, l3fwd (comma-separated)")

@@ -25,6 +25,7 @@ func report(r *Results) string {
 
 	if len(r.XDP) > 0 {
 		writeXDP(&b, r)
+		writeTargets(&b, targets(r.XDP))
 	}
 	if len(r.Micro) > 0 {
 		b.WriteString("\n### Micro-benchmarks, hot source, best time (GB/s = bytes/ns)\n\n")

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestTargets(t *testing.T) {
+	cases := []XDPCase{
+		// Not a goal: TX-only.
+		{Mode: "txonly", Size: 64, C: []XDPRun{{Mpps: 1}}, Go: []XDPRun{{Mpps: 2}}, CMedian: 1, Ratio: 2},
+		// Forwarding behind C in one run of two.
+		{Mode: "fwd", Size: 64, C: []XDPRun{{Mpps: 1}, {Mpps: 1}}, Go: []XDPRun{{Mpps: 0.9}, {Mpps: 1.2}},
+			CMedian: 1, GoMedian: 1.05, Ratio: 1.05},
+		{Mode: "l3fwd", Size: 1500, C: []XDPRun{{Mpps: 1}}, Go: []XDPRun{{Mpps: 0.99}}, CMedian: 1, GoMedian: 0.99, Ratio: 0.99},
+		// Less CPU per packet at the same rate: met.
+		{Mode: "rxdrop", Size: 64, Rate: 100000, C: []XDPRun{{Mpps: 0.1, ProgPerM: CPUTime{User: 2}}},
+			Go: []XDPRun{{Mpps: 0.1, ProgPerM: CPUTime{User: 1, Sys: 0.5}}}, CMedian: 0.1, Ratio: 1,
+			CSum: RunSummary{Mpps: 0.1, OfferedMpps: 0.1, ProgPerM: CPUTime{User: 2}}, GoSum: RunSummary{Mpps: 0.1, OfferedMpps: 0.1, ProgPerM: CPUTime{User: 1, Sys: 0.5}}},
+		// Less CPU but fewer packets delivered: not met.
+		{Mode: "rxdrop", Size: 64, Rate: 300000, NAPIDeferral: true, C: []XDPRun{{Mpps: 0.3, ProgPerM: CPUTime{User: 1}}},
+			Go: []XDPRun{{Mpps: 0.2, ProgPerM: CPUTime{User: 0.5}}}, CMedian: 0.3, Ratio: 0.67,
+			CSum: RunSummary{Mpps: 0.3, OfferedMpps: 0.3, ProgPerM: CPUTime{User: 1}}, GoSum: RunSummary{Mpps: 0.2, OfferedMpps: 0.3, ProgPerM: CPUTime{User: 0.5}}},
+		// A rate the generator did not reach: no goal.
+		{Mode: "rxdrop", Size: 64, Rate: 1000000, C: []XDPRun{{Mpps: 0.3}}, Go: []XDPRun{{Mpps: 0.3}}, CMedian: 0.3, Ratio: 1,
+			CSum: RunSummary{Mpps: 0.3, OfferedMpps: 0.3}, GoSum: RunSummary{Mpps: 0.3, OfferedMpps: 0.3}},
+	}
+	ts := targets(cases)
+	want := []struct {
+		name   string
+		ratio  float64
+		lo, hi float64
+		met    bool
+	}{
+		{"fwd 64 B, max rate", 1.05, 0.9, 1.2, true},
+		{"l3fwd 1500 B, max rate", 0.99, 0.99, 0.99, false},
+		{"rxdrop 64 B @ 100 kpps", 0.75, 0.75, 0.75, true},
+		{"rxdrop 64 B @ 300 kpps, NAPI deferral", 0.5, 0.5, 0.5, false},
+	}
+	if len(ts) != len(want) {
+		t.Fatalf("targets: %+v", ts)
+	}
+	near := func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+	for i, w := range want {
+		g := ts[i]
+		if g.Name != w.name || !near(g.Ratio, w.ratio) || !near(g.RunLo, w.lo) || !near(g.RunHi, w.hi) || g.Met != w.met {
+			t.Errorf("target %d: got %+v, want %+v", i, g, w)
+		}
+	}
+	var b strings.Builder
+	writeTargets(&b, ts)
+	for _, s := range []string{"2 of 4 met", "| fwd 64 B, max rate | Mpps (higher is better) | 1.05 | 0.90-1.20 | met |",
+		"| rxdrop 64 B @ 300 kpps, NAPI deferral | receiver CPU per packet (lower is better) | 0.50 | 0.50-0.50 | not met |"} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("table lacks %q:\n%s", s, b.String())
+		}
+	}
+}
