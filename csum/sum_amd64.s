@@ -68,6 +68,39 @@ tail0: \
 	ADCQ    $0, AX \
 tailDone:
 
+// SUMTAIL32 is SUMTAIL for the last 0 < CX < 32 bytes after a vector
+// kernel, with labels of its own, so that sum can hold both.
+#define SUMTAIL32 \
+	TESTQ   $1, CX \
+	JZ      vtEven \
+	MOVBQZX -1(SI)(CX*1), R9 \
+	ADDQ    R9, AX \
+	ADCQ    $0, AX \
+	DECQ    CX \
+vtEven: \
+	TESTQ   $16, CX \
+	JZ      vt8 \
+	ADDQ    0(SI), AX \
+	ADCQ    8(SI), AX \
+	ADCQ    $0, AX \
+	ADDQ    $16, SI \
+vt8: \
+	TESTQ   $8, CX \
+	JZ      vt0 \
+	ADDQ    0(SI), AX \
+	ADCQ    $0, AX \
+	ADDQ    $8, SI \
+vt0: \
+	ANDQ    $6, CX \
+	JZ      vtDone \
+	MOVQ    -8(SI)(CX*1), R9 \
+	NEGQ    CX \
+	LEAQ    64(CX*8), CX \
+	SHRQ    CX, R9 \
+	ADDQ    R9, AX \
+	ADCQ    $0, AX \
+vtDone:
+
 // SUMTINY adds a whole slice of CX < 8 bytes at SI to AX (no carry
 // pending), by exact loads. Clobbers SI, R9.
 #define SUMTINY \
@@ -201,12 +234,20 @@ copyDone:
 	VPADDQ        y1, yh, yh
 
 // SUMAVX2 sums the CX >= 32 bytes at SI with 256-bit vectors, 128 bytes
-// per iteration into four pairs of accumulators (A in Y0-Y3, H in Y4-Y7),
+// per iteration into two pairs of accumulators (A in Y0-Y1, H in Y4-Y5),
 // then up to three more vectors without a loop, and leaves the last
 // CX < 32 bytes at SI for SUMTAIL, with the vectors' sum in AX. The loop
 // runs to an end pointer (DX), so that it carries two scalar
 // instructions. Clobbers DX, Y0-Y11.
 #define SUMAVX2 \
+	SUMAVX2VEC \
+	REDUCE256(Y0, Y4, X0, X1, Y1, AX) \
+	VZEROUPPER
+
+// SUMAVX2VEC is SUMAVX2 without the reduction: it leaves the vectors' sum
+// in A (Y0) and H (Y4), so that the scalar tail can be summed while
+// they are reduced (see sum).
+#define SUMAVX2VEC \
 	VPXOR   Y0, Y0, Y0 \
 	VPXOR   Y1, Y1, Y1 \
 	VPXOR   Y4, Y4, Y4 \
@@ -264,9 +305,7 @@ v2last: \
 	ANDQ    $31, CX \
 v2reduce: \
 	VPADDQ  Y1, Y0, Y0 \
-	VPADDQ  Y5, Y4, Y4 \
-	REDUCE256(Y0, Y4, X0, X1, Y1, AX) \
-	VZEROUPPER
+	VPADDQ  Y5, Y4, Y4
 
 // COPYSUMAVX2 is SUMAVX2 that also stores what it loads, from SI to DI
 // (CX >= 32 bytes), and leaves the last CX < 32 bytes for COPYTAIL.
@@ -414,12 +453,27 @@ vector:
 	CMPQ CX, $32 // vectorMin is 0 in the tests
 	JB   scalar
 	MOVQ  b_base+0(FP), SI
-	XORL  AX, AX
-	SUMAVX2
-	TESTQ CX, CX // no tail: return here, two taken branches fewer
-	JNZ   tail
+	SUMAVX2VEC
+	TESTQ CX, CX
+	JNZ   vtail
+	// No tail: return here, two taken branches fewer.
+	REDUCE256(Y0, Y4, X0, X1, Y1, AX)
+	VZEROUPPER
 	FINISH(initial+24(FP))
-	MOVL  AX, ret+32(FP)
+	MOVL AX, ret+32(FP)
+	RET
+
+vtail:
+	// The scalar tail goes to AX while the vectors are reduced to DX:
+	// the two chains run side by side (Sum at 1500 B, TestPairedC).
+	XORL AX, AX
+	SUMTAIL32
+	REDUCE256(Y0, Y4, X0, X1, Y1, DX)
+	VZEROUPPER
+	ADDQ DX, AX
+	ADCQ $0, AX
+	FINISH(initial+24(FP))
+	MOVL AX, ret+32(FP)
 	RET
 
 avx512:
