@@ -68,39 +68,6 @@ tail0: \
 	ADCQ    $0, AX \
 tailDone:
 
-// SUMTAIL32 is SUMTAIL for the last 0 < CX < 32 bytes after a vector
-// kernel, with labels of its own, so that sum can hold both.
-#define SUMTAIL32 \
-	TESTQ   $1, CX \
-	JZ      vtEven \
-	MOVBQZX -1(SI)(CX*1), R9 \
-	ADDQ    R9, AX \
-	ADCQ    $0, AX \
-	DECQ    CX \
-vtEven: \
-	TESTQ   $16, CX \
-	JZ      vt8 \
-	ADDQ    0(SI), AX \
-	ADCQ    8(SI), AX \
-	ADCQ    $0, AX \
-	ADDQ    $16, SI \
-vt8: \
-	TESTQ   $8, CX \
-	JZ      vt0 \
-	ADDQ    0(SI), AX \
-	ADCQ    $0, AX \
-	ADDQ    $8, SI \
-vt0: \
-	ANDQ    $6, CX \
-	JZ      vtDone \
-	MOVQ    -8(SI)(CX*1), R9 \
-	NEGQ    CX \
-	LEAQ    64(CX*8), CX \
-	SHRQ    CX, R9 \
-	ADDQ    R9, AX \
-	ADCQ    $0, AX \
-vtDone:
-
 // SUMTINY adds a whole slice of CX < 8 bytes at SI to AX (no carry
 // pending), by exact loads. Clobbers SI, R9.
 #define SUMTINY \
@@ -381,6 +348,32 @@ c2reduce: \
 	REDUCE256(Y0, Y4, X0, X1, Y1, AX) \
 	VZEROUPPER
 
+// tailMask is 32 zero bytes, then 32 bytes of ones: the 32 bytes at
+// tailMask+r keep the last r bytes of a 32-byte window (sum). At
+// tailMask+64 follow two VPSHUFB controls: the identity, and the swap of
+// the 16-bit halves of every 32-bit word. The scalar code sums the last
+// bytes of b at their place in b's 32-bit words; a window that starts 2
+// bytes off that grid has every 16-bit word in the other half of its
+// 32-bit word, which the swap puts back, so that every kernel returns
+// the same partial sum (a swap is worth the same modulo 0xFFFF).
+DATA ·tailMask+0(SB)/8, $0x0
+DATA ·tailMask+8(SB)/8, $0x0
+DATA ·tailMask+16(SB)/8, $0x0
+DATA ·tailMask+24(SB)/8, $0x0
+DATA ·tailMask+32(SB)/8, $-1
+DATA ·tailMask+40(SB)/8, $-1
+DATA ·tailMask+48(SB)/8, $-1
+DATA ·tailMask+56(SB)/8, $-1
+DATA ·tailMask+64(SB)/8, $0x706050403020100
+DATA ·tailMask+72(SB)/8, $0xf0e0d0c0b0a0908
+DATA ·tailMask+80(SB)/8, $0x706050403020100
+DATA ·tailMask+88(SB)/8, $0xf0e0d0c0b0a0908
+DATA ·tailMask+96(SB)/8, $0x504070601000302
+DATA ·tailMask+104(SB)/8, $0xd0c0f0e09080b0a
+DATA ·tailMask+112(SB)/8, $0x504070601000302
+DATA ·tailMask+120(SB)/8, $0xd0c0f0e09080b0a
+GLOBL ·tailMask(SB), RODATA|NOPTR, $128
+
 // func sum(b []byte, initial uint32) uint32
 //
 // sum is Sum (which the compiler inlines into a call of it): slices
@@ -464,17 +457,37 @@ vector:
 	RET
 
 vtail:
-	// The scalar tail goes to AX while the vectors are reduced to DX:
-	// the two chains run side by side (Sum at 1500 B, TestPairedC).
-	XORL AX, AX
-	SUMTAIL32
-	REDUCE256(Y0, Y4, X0, X1, Y1, DX)
+	// The last 0 < CX < 32 bytes: the 32 bytes that end at the end of b
+	// (b has at least 32), the ones already summed masked off with
+	// tailMask, no branch on the length. An odd last byte goes into A
+	// first, so that the window starts at an even offset of b.
+	TESTQ $1, CX
+	JNZ   vodd
+
+vwin:
+	LEAQ    ·tailMask(SB), R9
+	VMOVDQU -32(SI)(CX*1), Y8
+	VPAND   (R9)(CX*1), Y8, Y8
+	MOVL    CX, DX
+	ANDL    $2, DX
+	SHLL    $4, DX
+	VPSHUFB 64(R9)(DX*1), Y8, Y8 // the swap when the window starts 2 bytes off
+	VPADDQ  Y8, Y0, Y0
+	VPSRLQ  $32, Y8, Y8
+	VPADDQ  Y8, Y4, Y4
+	REDUCE256(Y0, Y4, X0, X1, Y1, AX)
 	VZEROUPPER
-	ADDQ DX, AX
-	ADCQ $0, AX
 	FINISH(initial+24(FP))
 	MOVL AX, ret+32(FP)
 	RET
+
+vodd:
+	// The byte's 64-bit lane has no high half: A only.
+	MOVBQZX -1(SI)(CX*1), R9
+	DECQ    CX
+	VMOVQ   R9, X9
+	VPADDQ  Y9, Y0, Y0
+	JMP     vwin
 
 avx512:
 	CMPQ CX, ·avx512Min(SB)
