@@ -16,9 +16,11 @@ var (
 // chain beats the vector kernels, whose set-up and reduction cost more
 // than they save there; copyVectorMin is the same for CopyAndSum. On an
 // AVX2 CPU without AVX-512 (AMD EPYC Zen 3), TestPairedC with
-// -paired.impls puts the crossing of the adc chain and the AVX2 kernel at
-// 256 bytes (equal there, the AVX2 kernel 1.2x faster at 288 B, the adc
-// chain 1.1x faster at 192 B). With AVX-512 vectorMin stays at 320, and
+// -paired.impls puts the crossing of the adc chain and the AVX2 kernel
+// between 136 and 160 bytes: the adc chain is 1.1-1.4x faster at 128 B
+// and about equal at 136 B; the AVX2 kernel is 1.04-1.1x faster at 160 B,
+// 1.2x at 224 and 288 B, and equal at 192 and 256 B (slices without a
+// tail, where the adc chain does best). With AVX-512 vectorMin stays at 320, and
 // avx512Min and avx512CopyMin are not measured: the development machine
 // has no AVX-512. Decided from the CPU's features, not by timing at
 // start-up. Variables so that the tests can drive every kernel with every
@@ -34,7 +36,7 @@ func vectorMinFor(avx512 bool) int {
 	if avx512 {
 		return 320
 	}
-	return 256
+	return 160
 }
 
 // sum is Sum and copyAndSum is CopyAndSum (len(dst) >= len(src)): see
