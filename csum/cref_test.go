@@ -20,6 +20,7 @@ var (
 	pairedRounds = flag.Int("paired.rounds", 2000, "TestPairedC: blocks per function and size")
 	pairedSizes  = flag.String("paired.sizes", "20,64,128,256,320,512,1024,1500,4096,65536", "TestPairedC: sizes in bytes")
 	pairedImpls  = flag.Bool("paired.impls", false, "TestPairedC: also time Sum with each kernel set forced (adc, avx2)")
+	pairedLayout = flag.String("paired.layout", "mid-page", "TestPairedC: where the buffers lie (see layouts: mid-page, page-aligned, page-end)")
 )
 
 // PairedRow is one line of TestPairedC's output, after "PAIRED ": a Go
@@ -119,8 +120,8 @@ func TestPairedC(t *testing.T) {
 			fns = copyFns
 		}
 		for _, n := range sizes {
-			buf := layoutBuf(t, layout{"mid-page", n})
-			dst := layoutBuf(t, layout{"mid-page", n})
+			buf := layoutBuf(t, layout{*pairedLayout, n})
+			dst := layoutBuf(t, layout{*pairedLayout, n})
 			for i := range buf {
 				buf[i] = byte(i*7 + 3)
 			}
