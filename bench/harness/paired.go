@@ -137,8 +137,18 @@ func writePaired(b *strings.Builder, rows []PairedResult) {
 			if r.Ratio < 1 {
 				v = "**no**"
 			}
-			fmt.Fprintf(b, "| %d B | %.2f (%.2f) | %.2f (%.2f) | %s | %.3fx | %.3f-%.3f | %d | %s |\n", r.Size, r.GoNs, r.GoMin,
-				r.CNs, r.CMin, r.CBest, r.Ratio, r.P10, r.P90, r.Blocks, v)
+			fmt.Fprintf(b, "| %d B | %.2f (%.2f) | %.2f (%.2f) | %s | %sx | %.3f-%.3f | %d | %s |\n", r.Size, r.GoNs, r.GoMin,
+				r.CNs, r.CMin, r.CBest, ratioString(r.Ratio), r.P10, r.P90, r.Blocks, v)
 		}
 	}
+}
+
+// ratioString prints a ratio with three decimals, or four where three
+// would round a ratio below 1 up to 1.000 (the verdict is strict).
+func ratioString(r float64) string {
+	s := fmt.Sprintf("%.3f", r)
+	if r < 1 && s == "1.000" {
+		s = fmt.Sprintf("%.4f", r)
+	}
+	return s
 }
