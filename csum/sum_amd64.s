@@ -212,8 +212,8 @@ copyDone:
 	VZEROUPPER
 
 // SUMAVX2VEC is SUMAVX2 without the reduction: it leaves the vectors' sum
-// in A (Y0) and H (Y4), so that the scalar tail can be summed while
-// they are reduced (see sum).
+// in A (Y0) and H (Y4), so that sum can add its last bytes as one more
+// (masked) vector before it reduces them.
 #define SUMAVX2VEC \
 	VPXOR   Y0, Y0, Y0 \
 	VPXOR   Y1, Y1, Y1 \
