@@ -3,71 +3,225 @@
 package csum
 
 import (
+	"encoding/json"
+	"flag"
 	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/xdpkit/xdpkit/csum/internal/cref"
 )
 
-// TestPairedC times Sum and CopyAndSum beside csumbench's C kernels (adc,
-// avx2, avx2 copy+sum) in alternating blocks of about 64 KiB of data in
-// one process, and prints each one's fastest block per call:
+var (
+	pairedRounds = flag.Int("paired.rounds", 2000, "TestPairedC: blocks per function and size")
+	pairedSizes  = flag.String("paired.sizes", "20,64,128,256,320,512,1024,1500,4096,65536", "TestPairedC: sizes in bytes")
+	pairedImpls  = flag.Bool("paired.impls", false, "TestPairedC: also time Sum with each kernel set forced (adc, avx2)")
+	pairedLayout = flag.String("paired.layout", "mid-page", "TestPairedC: where the buffers lie (see layouts: mid-page, page-aligned, page-end)")
+)
+
+// PairedRow is one line of TestPairedC's output, after "PAIRED ": a Go
+// function against the fastest of the C kernels of its kind, timed in
+// alternating blocks of one process. Ratio is C's time over Go's
+// (above 1: Go is faster), taken per block against the faster C kernel of
+// that block; the row gives its median and its 10th and 90th
+// percentiles. The ns figures are medians (and minima) per call over the
+// blocks. bench/harness parses these lines (make bench's paired table).
+type PairedRow struct {
+	Bench  string             `json:"bench"` // "sum" or "copy_and_sum"
+	Size   int                `json:"size"`
+	Blocks int                `json:"blocks"`
+	Reps   int                `json:"reps"` // calls per block
+	GoNs   float64            `json:"go_ns"`
+	GoMin  float64            `json:"go_min_ns"`
+	CNs    float64            `json:"c_ns"` // median of the per-block best C
+	CMin   float64            `json:"c_min_ns"`
+	CBest  string             `json:"c_kernel"` // the C kernel with the lowest median
+	Ratio  float64            `json:"ratio"`
+	P10    float64            `json:"ratio_p10"`
+	P90    float64            `json:"ratio_p90"`
+	Kernel map[string]float64 `json:"kernel_ns"` // each function's median, Go and C
+}
+
+// TestPairedC times Sum and CopyAndSum beside csumbench's C kernels (adc
+// and avx2 for Sum, avx2 copy+sum for CopyAndSum), called through cgo, in
+// alternating blocks of one process: per size, -paired.rounds rounds in
+// which every function runs one block of the same number of chained calls
+// (about 256 KiB of data, 16-4096 calls), in an order that rotates from
+// round to round. It prints one PAIRED line (JSON, see PairedRow) per
+// function and size, and a table:
 //
-//	go test -tags csumcgo -run TestPairedC -v ./csum/
+//	go test -tags csumcgo -c -o /tmp/csum-cref.test ./csum/
+//	taskset -c 1 /tmp/csum-cref.test -test.run TestPairedC -test.v
 //
-// It asserts nothing (the figures are for the README), so it is not run
+// Separate processes minutes apart disagree by 1.25-1.7x on a shared VM;
+// blocks a few microseconds apart see the same machine, so their ratio is
+// meaningful even when their absolute times are not. It asserts nothing
+// (the figures are for make bench and the README), so it is not run
 // without the tag.
 func TestPairedC(t *testing.T) {
-	const rounds = 1000
 	type fn struct {
 		name string
-		run  func(dst, buf []byte, reps int, s *uint32) float64
+		c    bool // a C kernel
+		run  func(dst, buf []byte, reps int) float64
 	}
-	cfn := func(k int) func(dst, buf []byte, reps int, _ *uint32) float64 {
-		return func(dst, buf []byte, reps int, _ *uint32) float64 { return cref.Time(k, dst, buf, reps) }
+	cfn := func(k int) func(dst, buf []byte, reps int) float64 {
+		return func(dst, buf []byte, reps int) float64 { return cref.Time(k, dst, buf, reps) }
 	}
-	fns := []fn{
-		{"C-adc", cfn(cref.SumADC)},
-		{"C-avx2", cfn(cref.SumAVX2)},
-		{"Sum", func(_, buf []byte, reps int, s *uint32) float64 {
-			t0 := time.Now()
-			for range reps {
-				*s = Sum(buf, *s)
+	goSum := func(dst, buf []byte, reps int) float64 {
+		t0 := time.Now()
+		sink = sumLoop(buf, reps, sink)
+		return float64(time.Since(t0).Nanoseconds())
+	}
+	forced := func(name string) func(dst, buf []byte, reps int) float64 {
+		var im impl
+		for _, x := range impls {
+			if x.name == name {
+				im = x
 			}
+		}
+		return func(dst, buf []byte, reps int) float64 {
+			restore := im.use()
+			defer restore()
+			return goSum(dst, buf, reps)
+		}
+	}
+	sumFns := []fn{
+		{"C-adc", true, cfn(cref.SumADC)},
+		{"C-avx2", true, cfn(cref.SumAVX2)},
+		{"Sum", false, goSum},
+	}
+	if *pairedImpls {
+		sumFns = append(sumFns, fn{"Sum-adc", false, forced("adc")}, fn{"Sum-avx2", false, forced("avx2")})
+	}
+	copyFns := []fn{
+		{"C-copy-avx2", true, cfn(cref.CopySumAVX2)},
+		{"CopyAndSum", false, func(dst, buf []byte, reps int) float64 {
+			t0 := time.Now()
+			sink = copySumLoop(dst, buf, reps, sink)
 			return float64(time.Since(t0).Nanoseconds())
 		}},
-		{"C-copy-avx2", cfn(cref.CopySumAVX2)},
-		{"CopyAndSum", func(dst, buf []byte, reps int, s *uint32) float64 {
-			t0 := time.Now()
-			for range reps {
-				*s = CopyAndSum(dst, buf, *s)
-			}
-			return float64(time.Since(t0).Nanoseconds())
-		}},
 	}
-	for _, n := range []int{20, 64, 128, 256, 320, 512, 1024, 1500, 4096, 65536} {
-		buf := layoutBuf(t, layout{"mid-page", n})
-		dst := layoutBuf(t, layout{"mid-page", n})
-		for i := range buf {
-			buf[i] = byte(i*7 + 3)
+	var sizes []int
+	for _, f := range strings.Split(*pairedSizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			t.Fatalf("-paired.sizes: bad size %q", f)
 		}
-		reps := max(4, (64<<10)/max(n, 64))
-		best := make([]float64, len(fns))
-		for i := range best {
-			best[i] = 1e18
+		sizes = append(sizes, n)
+	}
+	var rows []PairedRow
+	for _, bench := range []string{"sum", "copy_and_sum"} {
+		fns := sumFns
+		if bench == "copy_and_sum" {
+			fns = copyFns
 		}
-		s := sink
-		for range rounds {
+		for _, n := range sizes {
+			buf := layoutBuf(t, layout{*pairedLayout, n})
+			dst := layoutBuf(t, layout{*pairedLayout, n})
+			for i := range buf {
+				buf[i] = byte(i*7 + 3)
+			}
+			reps := min(max(16, (256<<10)/n), 4096)
+			// Per function, per block: ns per call. The first tenth of
+			// the rounds (r < 0) warms up.
+			times := make([][]float64, len(fns))
+			for r := -*pairedRounds / 10; r < *pairedRounds; r++ {
+				for i := range fns {
+					j := ((i+r)%len(fns) + len(fns)) % len(fns)
+					d := fns[j].run(dst, buf, reps) / float64(reps)
+					if r >= 0 {
+						times[j] = append(times[j], d)
+					}
+				}
+			}
+			fnNames, isC := make([]string, len(fns)), make([]bool, len(fns))
 			for j, f := range fns {
-				best[j] = min(best[j], f.run(dst, buf, reps, &s))
+				fnNames[j], isC[j] = f.name, f.c
+			}
+			rows = append(rows, pairedRow(bench, n, reps, fnNames, isC, times)...)
+		}
+	}
+	var tab strings.Builder
+	fmt.Fprintf(&tab, "%-12s %6s %9s %9s %-7s %7s %13s\n", "bench", "size", "Go ns", "C ns", "C", "ratio", "p10-p90")
+	for _, r := range rows {
+		b, _ := json.Marshal(r)
+		fmt.Fprintf(os.Stdout, "PAIRED %s\n", b)
+		fmt.Fprintf(&tab, "%-12s %6d %9.2f %9.2f %-7s %6.3fx %6.3f-%.3f\n", r.Bench, r.Size, r.GoNs, r.CNs, r.CBest, r.Ratio, r.P10, r.P90)
+	}
+	t.Log("\n" + tab.String())
+}
+
+// pairedRow makes the rows of one size: one for each Go function against
+// the per-block best of the C ones (c[j]: function j is a C kernel).
+func pairedRow(bench string, n, reps int, fnNames []string, c []bool, times [][]float64) []PairedRow {
+	blocks := len(times[0])
+	bestC := make([]float64, blocks)
+	kernel := map[string]float64{}
+	cBest, cBestNs := "", 0.0
+	for b := range blocks {
+		bestC[b] = 1e18
+		for j := range times {
+			if c[j] {
+				bestC[b] = min(bestC[b], times[j][b])
 			}
 		}
-		sink = s
-		line := fmt.Sprintf("%6d", n)
-		for j, f := range fns {
-			line += fmt.Sprintf("  %s %7.2f ns", f.name, best[j]/float64(reps))
-		}
-		t.Log(line)
 	}
+	for j, nm := range fnNames {
+		m := median(times[j])
+		kernel[nm] = m
+		if c[j] && (cBest == "" || m < cBestNs) {
+			cBest, cBestNs = nm, m
+		}
+	}
+	var rows []PairedRow
+	for j, nm := range fnNames {
+		if c[j] {
+			continue
+		}
+		ratio := make([]float64, blocks)
+		for b := range blocks {
+			ratio[b] = bestC[b] / times[j][b]
+		}
+		slices.Sort(ratio)
+		row := PairedRow{Bench: bench, Size: n, Blocks: blocks, Reps: reps,
+			GoNs: median(times[j]), GoMin: slices.Min(times[j]), CNs: median(bestC), CMin: slices.Min(bestC),
+			CBest: strings.TrimPrefix(cBest, "C-"), Ratio: ratio[blocks/2], P10: ratio[blocks/10], P90: ratio[blocks*9/10],
+			Kernel: kernel}
+		if nm != "Sum" && nm != "CopyAndSum" {
+			row.Bench += " " + nm // a forced kernel set: "sum Sum-avx2"
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// sumLoop and copySumLoop are the Go timing loops, functions of their own
+// as csumbench's (cref_time): the loop keeps only its own values live
+// across the calls, and each call takes the previous sum as its initial
+// value.
+//
+//go:noinline
+func sumLoop(buf []byte, reps int, s uint32) uint32 {
+	for range reps {
+		s = Sum(buf, s)
+	}
+	return s
+}
+
+//go:noinline
+func copySumLoop(dst, buf []byte, reps int, s uint32) uint32 {
+	for range reps {
+		s = CopyAndSum(dst, buf, s)
+	}
+	return s
+}
+
+func median(x []float64) float64 {
+	s := slices.Clone(x)
+	slices.Sort(s)
+	return s[len(s)/2]
 }

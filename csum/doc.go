@@ -68,8 +68,9 @@
 // # Implementations
 //
 // On amd64 (gc, without the purego build tag) Sum and CopyAndSum are
-// each one call into assembly: an ADD/ADC chain below 320 bytes (256 for
-// CopyAndSum, over the words it loads and stores), and from there AVX-512
+// each one call into assembly: an ADD/ADC chain below 160 bytes on AVX2
+// CPUs without AVX-512 and below 320 with it (256 for CopyAndSum, over the
+// words it loads and stores), and from there AVX-512
 // (F) or AVX2 kernels chosen at start-up with
 // golang.org/x/sys/cpu. Every kernel sums the data from 0 and adds the
 // initial value last, so that a chain of dependent sums waits for two

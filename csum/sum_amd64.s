@@ -201,12 +201,20 @@ copyDone:
 	VPADDQ        y1, yh, yh
 
 // SUMAVX2 sums the CX >= 32 bytes at SI with 256-bit vectors, 128 bytes
-// per iteration into four pairs of accumulators (A in Y0-Y3, H in Y4-Y7),
+// per iteration into two pairs of accumulators (A in Y0-Y1, H in Y4-Y5),
 // then up to three more vectors without a loop, and leaves the last
 // CX < 32 bytes at SI for SUMTAIL, with the vectors' sum in AX. The loop
 // runs to an end pointer (DX), so that it carries two scalar
 // instructions. Clobbers DX, Y0-Y11.
 #define SUMAVX2 \
+	SUMAVX2VEC \
+	REDUCE256(Y0, Y4, X0, X1, Y1, AX) \
+	VZEROUPPER
+
+// SUMAVX2VEC is SUMAVX2 without the reduction: it leaves the vectors' sum
+// in A (Y0) and H (Y4), so that sum can add its last bytes as one more
+// (masked) vector before it reduces them.
+#define SUMAVX2VEC \
 	VPXOR   Y0, Y0, Y0 \
 	VPXOR   Y1, Y1, Y1 \
 	VPXOR   Y4, Y4, Y4 \
@@ -264,9 +272,7 @@ v2last: \
 	ANDQ    $31, CX \
 v2reduce: \
 	VPADDQ  Y1, Y0, Y0 \
-	VPADDQ  Y5, Y4, Y4 \
-	REDUCE256(Y0, Y4, X0, X1, Y1, AX) \
-	VZEROUPPER
+	VPADDQ  Y5, Y4, Y4
 
 // COPYSUMAVX2 is SUMAVX2 that also stores what it loads, from SI to DI
 // (CX >= 32 bytes), and leaves the last CX < 32 bytes for COPYTAIL.
@@ -342,6 +348,32 @@ c2reduce: \
 	REDUCE256(Y0, Y4, X0, X1, Y1, AX) \
 	VZEROUPPER
 
+// tailMask is 32 zero bytes, then 32 bytes of ones: the 32 bytes at
+// tailMask+r keep the last r bytes of a 32-byte window (sum). At
+// tailMask+64 follow two VPSHUFB controls: the identity, and the swap of
+// the 16-bit halves of every 32-bit word. The scalar code sums the last
+// bytes of b at their place in b's 32-bit words; a window that starts 2
+// bytes off that grid has every 16-bit word in the other half of its
+// 32-bit word, which the swap puts back, so that every kernel returns
+// the same partial sum (a swap is worth the same modulo 0xFFFF).
+DATA ·tailMask+0(SB)/8, $0x0
+DATA ·tailMask+8(SB)/8, $0x0
+DATA ·tailMask+16(SB)/8, $0x0
+DATA ·tailMask+24(SB)/8, $0x0
+DATA ·tailMask+32(SB)/8, $-1
+DATA ·tailMask+40(SB)/8, $-1
+DATA ·tailMask+48(SB)/8, $-1
+DATA ·tailMask+56(SB)/8, $-1
+DATA ·tailMask+64(SB)/8, $0x706050403020100
+DATA ·tailMask+72(SB)/8, $0xf0e0d0c0b0a0908
+DATA ·tailMask+80(SB)/8, $0x706050403020100
+DATA ·tailMask+88(SB)/8, $0xf0e0d0c0b0a0908
+DATA ·tailMask+96(SB)/8, $0x504070601000302
+DATA ·tailMask+104(SB)/8, $0xd0c0f0e09080b0a
+DATA ·tailMask+112(SB)/8, $0x504070601000302
+DATA ·tailMask+120(SB)/8, $0xd0c0f0e09080b0a
+GLOBL ·tailMask(SB), RODATA|NOPTR, $128
+
 // func sum(b []byte, initial uint32) uint32
 //
 // sum is Sum (which the compiler inlines into a call of it): slices
@@ -414,13 +446,48 @@ vector:
 	CMPQ CX, $32 // vectorMin is 0 in the tests
 	JB   scalar
 	MOVQ  b_base+0(FP), SI
-	XORL  AX, AX
-	SUMAVX2
-	TESTQ CX, CX // no tail: return here, two taken branches fewer
-	JNZ   tail
+	SUMAVX2VEC
+	TESTQ CX, CX
+	JNZ   vtail
+	// No tail: return here, two taken branches fewer.
+	REDUCE256(Y0, Y4, X0, X1, Y1, AX)
+	VZEROUPPER
 	FINISH(initial+24(FP))
-	MOVL  AX, ret+32(FP)
+	MOVL AX, ret+32(FP)
 	RET
+
+vtail:
+	// The last 0 < CX < 32 bytes: the 32 bytes that end at the end of b
+	// (b has at least 32), the ones already summed masked off with
+	// tailMask, no branch on the length. An odd last byte goes into A
+	// first, so that the window starts at an even offset of b.
+	TESTQ $1, CX
+	JNZ   vodd
+
+vwin:
+	LEAQ    ·tailMask(SB), R9
+	VMOVDQU -32(SI)(CX*1), Y8
+	VPAND   (R9)(CX*1), Y8, Y8
+	MOVL    CX, DX
+	ANDL    $2, DX
+	SHLL    $4, DX
+	VPSHUFB 64(R9)(DX*1), Y8, Y8 // the swap when the window starts 2 bytes off
+	VPADDQ  Y8, Y0, Y0
+	VPSRLQ  $32, Y8, Y8
+	VPADDQ  Y8, Y4, Y4
+	REDUCE256(Y0, Y4, X0, X1, Y1, AX)
+	VZEROUPPER
+	FINISH(initial+24(FP))
+	MOVL AX, ret+32(FP)
+	RET
+
+vodd:
+	// The byte's 64-bit lane has no high half: A only.
+	MOVBQZX -1(SI)(CX*1), R9
+	DECQ    CX
+	VMOVQ   R9, X9
+	VPADDQ  Y9, Y0, Y0
+	JMP     vwin
 
 avx512:
 	CMPQ CX, ·avx512Min(SB)

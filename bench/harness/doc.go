@@ -42,7 +42,12 @@
 //     where the CPU has it, AVX-512 kernels, each beside the Go kernel set
 //     of its kind) and bench/c/ntbench.c (gcc -O2 -mavx2), both built by
 //     bench/c/build.sh: checksum at 20 B-64 KiB (mid-page and page-end)
-//     and copy at 1500 B and 64 KiB.
+//     and copy at 1500 B and 64 KiB. Then the paired comparison
+//     (paired.go): csum's TestPairedC, built with -tags csumcgo, times
+//     Sum and CopyAndSum and csumbench.c's kernels (through cgo) in
+//     alternating blocks of one process; the table gives per size the
+//     median and 10th-90th percentiles of the per-block ratio against
+//     the faster C kernel, and a verdict on the median.
 //  3. The copy-policy grid (grid.go): sizes {64, 256, 1500, 4096, 65536}
 //     x {hot, cold destination} x {offload, no offload}, in two layouts:
 //     "seen" (4 KiB frames, payload 42 bytes in, cold ring 64 MiB: what

@@ -54,6 +54,9 @@ type Results struct {
 	// Deliver is rxpath's BenchmarkDeliver, which sets the copy threshold.
 	Deliver *Deliver `json:"deliver,omitempty"`
 
+	// Paired is csum's Go/C comparison in one process (paired.go).
+	Paired []PairedResult `json:"paired,omitempty"`
+
 	// History is history.jsonl with this run last (for the report; not
 	// in results.json).
 	History []HistoryEntry `json:"-"`
@@ -172,6 +175,11 @@ func run(c *config) error {
 			return fmt.Errorf("micro-benchmarks: %w", err)
 		}
 		res.Micro = m
+		p, err := runPaired(ctx, c, bin)
+		if err != nil {
+			return fmt.Errorf("micro-benchmarks, paired: %w", err)
+		}
+		res.Paired = p
 	}
 	if slices.Contains(parts, "deliver") {
 		d, err := runDeliver(ctx, c, bin)

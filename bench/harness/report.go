@@ -59,6 +59,7 @@ func report(r *Results) string {
 			fmt.Fprintf(&b, "| %s | %d B | %s | %s |\n", name, k.size, strings.Join(g[k], "; "), strings.Join(cc[k], "; "))
 		}
 	}
+	writePaired(&b, r.Paired)
 	if r.Grid != nil {
 		g := r.Grid
 		passed := 0
