@@ -23,9 +23,9 @@ func report(r *Results) string {
 	}
 	fmt.Fprintf(&b, "%s; %s. Total time %.0f s.\n", mode, pin, r.Elapsed)
 
+	writeTargets(&b, targets(r.XDP, r.Paired))
 	if len(r.XDP) > 0 {
 		writeXDP(&b, r)
-		writeTargets(&b, targets(r.XDP))
 	}
 	if len(r.Micro) > 0 {
 		b.WriteString("\n### Micro-benchmarks, hot source, best time (GB/s = bytes/ns)\n\n")
