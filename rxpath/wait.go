@@ -67,8 +67,12 @@ const disarmAfter = 32
 // is not removed either).
 func (p *Poller) disarm() error {
 	for _, s := range p.socks {
+		fd := s.s.FD()
+		if fd < 0 {
+			continue
+		}
 		p.c.syscalls++
-		err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, s.s.FD(), nil)
+		err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil)
 		if err != nil && err != unix.ENOENT && err != unix.EBADF {
 			return fmt.Errorf("rxpath: %w", os.NewSyscallError("epoll_ctl", err))
 		}
@@ -77,13 +81,25 @@ func (p *Poller) disarm() error {
 	return nil
 }
 
-// arm puts every socket back into the epoll set, before a sleep. The
-// caller has checked that none is closed.
+// arm puts every socket back into the epoll set, before a sleep. A socket
+// closed meanwhile ends Run as one closed before the sleep does. (One
+// closed, and its number reused, between FD and epoll_ctl would put a
+// stranger in the set: it could only wake the poller, which then finds
+// the socket closed.)
 func (p *Poller) arm() error {
 	for _, s := range p.socks {
-		p.c.syscalls++
-		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(s.s.FD())}
-		if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, s.s.FD(), &ev); err != nil && err != unix.EEXIST {
+		fd := s.s.FD()
+		var err error = unix.EBADF
+		if fd >= 0 {
+			p.c.syscalls++
+			ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+			err = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
+		}
+		switch err {
+		case nil, unix.EEXIST:
+		case unix.EBADF:
+			return fmt.Errorf("rxpath: socket %s queue %d: %w", s.s.Ifname(), s.s.Queue(), os.ErrClosed)
+		default:
 			return fmt.Errorf("rxpath: %s queue %d: %w", s.s.Ifname(), s.s.Queue(), os.NewSyscallError("epoll_ctl", err))
 		}
 	}
