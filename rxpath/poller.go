@@ -99,6 +99,9 @@ type Poller struct {
 	socks []*sock
 	pools []*pool
 	ep    *os.File // epoll instance watching every socket
+	epfd  int      // ep's descriptor
+	armed bool     // the sockets are in ep's set (see disarmAfter)
+	busy  int      // rounds that took packets since the last sleep
 	rc    syscall.RawConn
 	ready func(uintptr) bool
 
@@ -274,7 +277,7 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 	// polling for as long as that Run lasted).
 	p.epoch, p.lastPkt = time.Now(), 0
 	p.gap, p.dev, p.prevRound, p.spun, p.calmUntil, p.lastEmpty, p.wokeAt = 0, 0, 0, false, 0, false, 0
-	p.deadline = time.Time{}
+	p.deadline, p.busy = time.Time{}, 0
 	p.stop.Store(false)
 	cancelled := make(chan struct{})
 	stopCancel := context.AfterFunc(ctx, func() {
@@ -363,6 +366,13 @@ func (p *Poller) loop() error {
 			p.prevRound, p.lastPkt = now, now
 		}
 		p.lastEmpty, p.wokeAt = got == 0, 0
+		if got > 0 {
+			if p.busy++; p.busy == disarmAfter && p.armed {
+				if err := p.disarm(); err != nil {
+					return err
+				}
+			}
+		}
 		if full {
 			continue
 		}

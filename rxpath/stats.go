@@ -30,7 +30,7 @@ type Stats struct {
 	Preempted   uint64 // spins the scheduler interrupted (another task wants the CPU: the poller then sleeps at once for 1000 SleepCosts)
 	Sleeps      uint64 // times the poller went to sleep
 	Wakeups     uint64 // sleeps ended by a readable socket
-	Syscalls    uint64 // system calls made by the poller: RX wake-ups, busy polls
+	Syscalls    uint64 // system calls made by the poller: RX wake-ups, busy polls, epoll set changes (see disarmAfter)
 	FillEmpty   uint64 // refills that found a Fill ring empty
 	FillStarved uint64 // refills that found no frame to put on an empty Fill ring
 	// SleepCost is what the idle rule weighs polling against: how long a

@@ -37,7 +37,9 @@
 // for txonly from the start of the loop to the end of the drain, for the
 // receivers from the first packet to the last multiple of 1024 packets.
 // The receivers add the poller's "rounds", "full_rounds" (rounds that
-// used their whole budget: the RX ring held a backlog) and "sleeps".
+// used their whole budget: the RX ring held a backlog) and "sleeps"; fwd
+// also its "wakeups" (sleeps ended by a packet, not a timeout) and
+// "syscalls" (see rxpath.Stats).
 // Once set up it prints "xdpkitbench: ready" on stderr. SIGINT or SIGTERM
 // end the run early, with a result.
 //

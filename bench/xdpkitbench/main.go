@@ -790,8 +790,9 @@ func runRX(fwd bool) {
 		fmt.Fprintf(&b, `,"rounds":%d,"full_rounds":%d,"sleeps":%d`, ps.Rounds, ps.FullRounds, ps.Sleeps)
 	}
 	if fwd {
-		fmt.Fprintf(&b, `,"out_iface":%q,"tx_completed":%d,"tx_full":%d,"l3":%v,"not_routed":%d`,
-			o.outIfname, r.completed, r.txFull, o.l3, r.notRouted)
+		ps, _ := p.Stats() // rounds, full_rounds and sleeps are above
+		fmt.Fprintf(&b, `,"out_iface":%q,"tx_completed":%d,"tx_full":%d,"l3":%v,"not_routed":%d,"syscalls":%d,"wakeups":%d`,
+			o.outIfname, r.completed, r.txFull, o.l3, r.notRouted, ps.Syscalls, ps.Wakeups)
 	} else {
 		ps, _ := p.Stats() // rounds, full_rounds and sleeps are above
 		fmt.Fprintf(&b, `,"spins":%d,"preempted":%d,"wakeups":%d,"syscalls":%d,"sleep_cost_ns":%d,"expected_gap_ns":%d`,
