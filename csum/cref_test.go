@@ -18,7 +18,7 @@ import (
 
 var (
 	pairedRounds = flag.Int("paired.rounds", 2000, "TestPairedC: blocks per function and size")
-	pairedSizes  = flag.String("paired.sizes", "20,64,128,256,320,512,1024,1500,4096,65536", "TestPairedC: sizes in bytes")
+	pairedSizes  = flag.String("paired.sizes", "20,64,128,200,256,264,300,320,512,1000,1024,1499,1500,4096,65536", "TestPairedC: sizes in bytes")
 	pairedImpls  = flag.Bool("paired.impls", false, "TestPairedC: also time Sum with each kernel set forced (adc, avx2)")
 	pairedLayout = flag.String("paired.layout", "mid-page", "TestPairedC: where the buffers lie (see layouts: mid-page, page-aligned, page-end)")
 )
@@ -76,12 +76,18 @@ func TestPairedC(t *testing.T) {
 		sink = sumLoop(buf, reps, sink)
 		return float64(time.Since(t0).Nanoseconds())
 	}
+	if *pairedRounds < 1 {
+		t.Fatalf("-paired.rounds %d: at least 1", *pairedRounds)
+	}
 	forced := func(name string) func(dst, buf []byte, reps int) float64 {
 		var im impl
 		for _, x := range impls {
 			if x.name == name {
 				im = x
 			}
+		}
+		if im.use == nil {
+			t.Fatalf("-paired.impls: this machine has no %s kernel set", name)
 		}
 		return func(dst, buf []byte, reps int) float64 {
 			restore := im.use()
@@ -94,16 +100,26 @@ func TestPairedC(t *testing.T) {
 		{"C-avx2", true, cfn(cref.SumAVX2)},
 		{"Sum", false, goSum},
 	}
+	if cref.HasAVX512() {
+		sumFns = append(sumFns, fn{"C-avx512", true, cfn(cref.SumAVX512)})
+	}
 	if *pairedImpls {
 		sumFns = append(sumFns, fn{"Sum-adc", false, forced("adc")}, fn{"Sum-avx2", false, forced("avx2")})
+		if useAVX512 {
+			sumFns = append(sumFns, fn{"Sum-avx512", false, forced("avx512")})
+		}
 	}
 	copyFns := []fn{
 		{"C-copy-avx2", true, cfn(cref.CopySumAVX2)},
+		// C-copy-avx512 is appended below where the CPU has it.
 		{"CopyAndSum", false, func(dst, buf []byte, reps int) float64 {
 			t0 := time.Now()
 			sink = copySumLoop(dst, buf, reps, sink)
 			return float64(time.Since(t0).Nanoseconds())
 		}},
+	}
+	if cref.HasAVX512() {
+		copyFns = append(copyFns, fn{"C-copy-avx512", true, cfn(cref.CopySumAVX512)})
 	}
 	var sizes []int
 	for _, f := range strings.Split(*pairedSizes, ",") {

@@ -68,7 +68,7 @@
 // # Implementations
 //
 // On amd64 (gc, without the purego build tag) Sum and CopyAndSum are
-// each one call into assembly: an ADD/ADC chain below 160 bytes on AVX2
+// each one call into assembly: an ADD/ADC chain below 208 bytes on AVX2
 // CPUs without AVX-512 and below 320 with it (256 for CopyAndSum, over the
 // words it loads and stores), and from there AVX-512
 // (F) or AVX2 kernels chosen at start-up with

@@ -15,12 +15,15 @@ var (
 // Size thresholds, in bytes. Below vectorMin a scalar add-with-carry
 // chain beats the vector kernels, whose set-up and reduction cost more
 // than they save there; copyVectorMin is the same for CopyAndSum. On an
-// AVX2 CPU without AVX-512 (AMD EPYC Zen 3), TestPairedC with
-// -paired.impls puts the crossing of the adc chain and the AVX2 kernel
-// between 136 and 160 bytes: the adc chain is 1.1-1.4x faster at 128 B
-// and about equal at 136 B; the AVX2 kernel is 1.04-1.1x faster at 160 B,
-// 1.2x at 224 and 288 B, and equal at 192 and 256 B (slices without a
-// tail, where the adc chain does best). With AVX-512 vectorMin stays at 320, and
+// AVX2 CPU without AVX-512 (AMD EPYC Zen 3) the adc chain and the AVX2
+// kernel cross at about 208 bytes; the adc chain is ahead at 168-200 B,
+// where the AVX2 kernel's masked tail costs most:
+//
+//	go test -tags csumcgo -c -o /tmp/csum-cref.test ./csum/
+//	taskset -c 1 /tmp/csum-cref.test -test.run TestPairedC -test.v -paired.impls \
+//		-paired.sizes 128,136,144,152,160,168,176,184,192,200,208,216,224,256,288
+//
+// (rows Sum-adc and Sum-avx2). With AVX-512 vectorMin stays at 320, and
 // avx512Min and avx512CopyMin are not measured: the development machine
 // has no AVX-512. Decided from the CPU's features, not by timing at
 // start-up. Variables so that the tests can drive every kernel with every
@@ -36,12 +39,13 @@ func vectorMinFor(avx512 bool) int {
 	if avx512 {
 		return 320
 	}
-	return 160
+	return 208
 }
 
 // sum is Sum and copyAndSum is CopyAndSum (len(dst) >= len(src)): see
 // sum_amd64.s. Each sums short slices itself, runs the AVX2 kernel inline
-// (the same code as sumAVX2 and copySumAVX2: a call less), reaches the
+// (a call less; sum's takes its last 0-31 bytes as one masked 32-byte
+// window ending at the end of b, sumAVX2 with the scalar tail code), reaches the
 // AVX-512 kernel by a tail call (the kernels take the same arguments),
 // and the Go functions sumSlow and copySumSlow without
 // assembly and for slices longer than maxChunk.
@@ -74,7 +78,8 @@ func copySumAVX512(dst, src []byte, initial uint32) uint32
 
 // impls lists the kernel sets this machine can run, for the tests. Each
 // assembly set is used for every length, down to 0 (thresholds 0 for the
-// vector sets, which sum and copy their last bytes with the scalar code;
+// vector sets: the called kernels sum and copy their last bytes with the
+// scalar code, sum's inline AVX2 path with its masked window;
 // the scalar code of sum and copyAndSum for every length in adc); "go" is
 // the pure-Go build's kernels, with sumSmall below 32 bytes.
 // TestVectorKernels calls the vector kernels directly, too.

@@ -379,7 +379,8 @@ GLOBL ·tailMask(SB), RODATA|NOPTR, $128
 // sum is Sum (which the compiler inlines into a call of it): slices
 // shorter than vectorMin (all of them without AVX2) are summed here by one
 // add-with-carry chain; longer ones by the AVX2 kernel, which is inlined
-// here (SUMAVX2, the same code as sumAVX2), or by a tail call to the
+// here (SUMAVX2VEC, sumAVX2's vector loop, then the last 0-31 bytes as one
+// masked 32-byte window ending at the end of b), or by a tail call to the
 // AVX-512 kernel where the flags in sum_amd64.go choose it (the kernels
 // take the same arguments). Without assembly (useAsm false, for the tests) and for
 // slices longer than maxChunk it tail-calls the Go function sumSlow.

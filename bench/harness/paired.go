@@ -36,7 +36,7 @@ type PairedResult struct {
 
 // pairedSizes are the sizes of the paired comparison: csumSizes and the
 // sizes between 256 and 1500 where the vector kernel takes over.
-const pairedSizes = "20,64,128,256,320,512,1024,1500,4096,65536"
+const pairedSizes = "20,64,128,200,256,264,300,320,512,1000,1024,1499,1500,4096,65536"
 
 // runPaired builds csum's test binary with the csumcgo tag (csumbench.c's
 // kernels through cgo, -O3 -march=native as build.sh) and runs
@@ -144,11 +144,13 @@ func writePaired(b *strings.Builder, rows []PairedResult) {
 }
 
 // ratioString prints a ratio with three decimals, or four where three
-// would round a ratio below 1 up to 1.000 (the verdict is strict).
+// would round a ratio to 1.000 from either side (the verdict is strict).
 func ratioString(r float64) string {
-	s := fmt.Sprintf("%.3f", r)
-	if r < 1 && s == "1.000" {
-		s = fmt.Sprintf("%.4f", r)
+	for d := 3; d < 6; d++ {
+		s := fmt.Sprintf("%.*f", d, r)
+		if r == 1 || s != fmt.Sprintf("%.*f", d, 1.0) {
+			return s
+		}
 	}
-	return s
+	return fmt.Sprintf("%.6f", r)
 }

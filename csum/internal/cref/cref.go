@@ -24,6 +24,11 @@ static double cref_time(int k, uint8_t *dst, const uint8_t *src, size_t n, long 
 	sink = s;
 	return (double)(now_ns() - t0);
 }
+
+static int cref_has_avx512(void)
+{
+	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+}
 */
 import "C"
 
@@ -31,11 +36,17 @@ import "unsafe"
 
 // Kernels, by their index in csumbench.c's table.
 const (
-	SumADC      = 0
-	SumAVX2     = 1
-	CopySumAVX2 = 3
-	Memcpy      = 5
+	SumADC        = 0
+	SumAVX2       = 1
+	SumAVX512     = 2 // only where HasAVX512
+	CopySumAVX2   = 3
+	CopySumAVX512 = 4 // only where HasAVX512
+	Memcpy        = 5
 )
+
+// HasAVX512 reports whether this CPU runs csumbench's AVX-512 kernels
+// (AVX-512 F and BW, as csumbench itself checks).
+func HasAVX512() bool { return C.cref_has_avx512() != 0 }
 
 // Time returns the nanoseconds that reps chained calls of kernel k take
 // over src (and dst for the copies); both must be non-empty.
