@@ -71,13 +71,14 @@ type Config struct {
 	Spin bool
 	// IdleRounds is how many empty rounds the Poller polls, after a
 	// round that took packets, before it sleeps. 0 (the default) decides
-	// from measurement: poll again only while the expected wait for the
+	// from measurement: nap while that pays (see Coalesce), else poll
+	// again only while the expected wait for the
 	// next packet is shorter than a sleep and its wake-up on this host
 	// (Stats.ExpectedGap, Stats.SleepCost), the packet is not overdue
 	// (the silence since the last one within twice the expected gap
 	// plus four mean deviations), and no longer than a sleep after the last packet. A positive value is a fixed
 	// count; negative sleeps as soon as a round comes up empty-handed.
-	// With Spin, the empty rounds between maintenance passes (at least
+	// Neither naps. With Spin, the empty rounds between maintenance passes (at least
 	// 64).
 	IdleRounds int
 	// Coalesce is how long the poller naps after an empty round while

@@ -32,7 +32,7 @@ type Stats struct {
 	Naps        uint64 // naps: timed sleeps of Config.Coalesce while packets flow
 	NapsEmpty   uint64 // naps after which the next round took nothing
 	Wakeups     uint64 // sleeps ended by a readable socket
-	Syscalls    uint64 // system calls made by the poller: RX wake-ups, busy polls
+	Syscalls    uint64 // system calls made by the poller: RX wake-ups, busy polls, epoll_ctl arming the sockets for a sleep or disarming them for a nap
 	FillEmpty   uint64 // refills that found a Fill ring empty
 	FillStarved uint64 // refills that found no frame to put on an empty Fill ring
 	// SleepCost is what the idle rule weighs polling against: how long a
@@ -42,7 +42,8 @@ type Stats struct {
 	// Config.IdleRounds 0 an empty round is followed by another at once
 	// (counted in Spins) only while ExpectedGap < SleepCost, the next
 	// packet is not overdue (see Config.IdleRounds) and for at most
-	// SleepCost after the last packet; otherwise the poller sleeps.
+	// SleepCost after the last packet, when it does not nap (see
+	// NapTime); otherwise the poller sleeps.
 	SleepCost   time.Duration
 	ExpectedGap time.Duration
 	// NapTime is how long a nap lasts (a moving average: Config.Coalesce
