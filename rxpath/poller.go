@@ -491,8 +491,8 @@ func (p *Poller) loop() error {
 // wake. A sample counts for at most twice the longer of a sleep's wake-up
 // and a nap: one pause between bursts does not make the poller sleep
 // through the next burst, a stream slower than that still does. A sleep
-// that a packet ended within half a nap counts as a nap that would have
-// found one (napHit).
+// that a packet ended within a quarter of a nap counts, at half the
+// weight of a nap, as a nap that would have found one (napHit).
 func (p *Poller) arrived(now time.Duration) {
 	if p.lastPkt > 0 && p.lastEmpty && p.nappedAt == 0 {
 		at := now
@@ -503,9 +503,9 @@ func (p *Poller) arrived(now time.Duration) {
 		d := sample - p.gap
 		p.gap += d / 4
 		p.dev += (max(d, -d) - p.dev) / 4
-		if p.wokeAt > 0 && sample < p.napLen/2 {
+		if p.wokeAt > 0 && sample < p.napLen/4 {
 			// A nap would have found this packet.
-			p.napHit += (napOne - p.napHit) / 4
+			p.napHit += (napOne - p.napHit) / 8
 		}
 	}
 	p.lastPkt = now
