@@ -24,3 +24,19 @@ func NapThenSleep(p *Poller, nap, timeout time.Duration) (woke bool, err error) 
 	p.publish()
 	return woke, err
 }
+
+// Sleep drains the RX rings (a round with a handler that drops every
+// packet) and then sleeps as Run does, for at most timeout.
+func Sleep(p *Poller, timeout time.Duration) (woke, quiet bool, err error) {
+	for _, s := range p.socks {
+		if err := p.refill(s, true); err != nil {
+			return false, false, err
+		}
+	}
+	p.h = HandlerFunc(func(*Packet) {})
+	defer func() { p.h = nil }()
+	if _, _, err := p.round(); err != nil {
+		return false, false, err
+	}
+	return p.sleep(timeout)
+}
