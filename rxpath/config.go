@@ -71,15 +71,28 @@ type Config struct {
 	Spin bool
 	// IdleRounds is how many empty rounds the Poller polls, after a
 	// round that took packets, before it sleeps. 0 (the default) decides
-	// from measurement: poll again only while the expected wait for the
+	// from measurement: nap while that pays (see Coalesce), else poll
+	// again only while the expected wait for the
 	// next packet is shorter than a sleep and its wake-up on this host
 	// (Stats.ExpectedGap, Stats.SleepCost), the packet is not overdue
 	// (the silence since the last one within twice the expected gap
 	// plus four mean deviations), and no longer than a sleep after the last packet. A positive value is a fixed
 	// count; negative sleeps as soon as a round comes up empty-handed.
-	// With Spin, the empty rounds between maintenance passes (at least
+	// Neither naps. With Spin, the empty rounds between maintenance passes (at least
 	// 64).
 	IdleRounds int
+	// Coalesce is how long the poller naps after an empty round while
+	// packets flow, with IdleRounds 0 (default: 4 SleepCosts): it lets
+	// packets gather on the RX rings and takes them in one round, as the
+	// kernel's NAPI deferral (gro_flush_timeout) does, instead of polling
+	// through the gaps between them or being woken for each. A packet may
+	// wait on the ring for up to a nap (Stats.NapTime: Coalesce plus a
+	// wake-up). The poller naps only while the expected gap
+	// to the next packet and the silence since the last one are shorter
+	// than a nap, and a nap costs less CPU than it lasts (Stats.NapCost,
+	// measured); otherwise the IdleRounds rule decides between polling
+	// again and sleeping until a socket is readable. Negative never naps.
+	Coalesce time.Duration
 	// Metadata reads the RX metadata record that an XDP program attached
 	// with xsk.ProgramConfig.Metadata writes in front of each frame into
 	// the Packet (RXHash, RXTimestamp, XDPTime; meta.go). Off, a packet
@@ -112,6 +125,8 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("%w: FillBatch %d", ErrConfig, c.FillBatch)
 	case c.FillFrames < 0:
 		return fmt.Errorf("%w: FillFrames %d", ErrConfig, c.FillFrames)
+	case c.Coalesce > time.Second:
+		return fmt.Errorf("%w: Coalesce %v", ErrConfig, c.Coalesce)
 	case c.CopyThreshold > 1<<16:
 		return fmt.Errorf("%w: CopyThreshold %d", ErrConfig, c.CopyThreshold)
 	}

@@ -16,24 +16,45 @@
 //
 // A round that used its budget (or its time) is followed by another at
 // once, and so is one that took packets. After an empty round the poller
-// polls again only while the next packet is expected sooner than a sleep
-// and its wake-up take on this host ([SleepCost], measured once per
-// process): while the expected gap (a moving average of the gaps it
-// sees) is shorter than that, and the packet is not overdue (the silence
-// since the last one is within twice the expected gap plus four
-// deviations; beyond it, a burst ended), and never for longer than one sleep would take, so
-// that polling a stream that stopped costs at most as much again as
-// sleeping at once would have. Stats reports the decision: Spins,
-// Sleeps, SleepCost, ExpectedGap.
-// Config.IdleRounds replaces the rule with a fixed count. A round that
-// came up short and does not poll again completes, as napi_complete_done does:
-// the poller gives every Fill ring its frames back, wakes the kernel where
-// a Fill ring asks for it (need_wakeup), and sleeps until a socket is
-// readable or the context ends. Sleeping holds no OS thread: the sockets'
-// descriptors are watched by one epoll instance whose own descriptor is
-// registered with the Go runtime's network poller, so one parked goroutine
-// waits for any number of sockets and a wake-up allocates nothing. An empty
-// RX ring costs an atomic load, never a system call.
+// chooses, by what each costs in CPU on this host, between three ways to
+// wait for the next packet:
+//
+//   - Nap: sleep for Config.Coalesce (default 4 SleepCosts) on a timer,
+//     with the sockets taken out of the epoll set's watch, so that the
+//     packets that arrive meanwhile gather on the RX rings and one round
+//     takes them all, as the kernel's NAPI deferral (gro_flush_timeout)
+//     does. Chosen while packets flow: the expected gap to the next
+//     arrival and the silence since the last packet are shorter than a
+//     nap lasts (Stats.NapTime, measured), at least half the recent naps
+//     found packets, and a nap costs less CPU than it lasts
+//     (Stats.NapCost: the process's CPU time around every 16th nap).
+//     Polling through a gap costs the gap itself in CPU, and a wake-up
+//     per packet costs a sleep's CPU per packet and a wake-up on the
+//     sending CPU; a nap costs one sleep for every packet that arrives
+//     within it. A packet may wait on the ring for up to a nap.
+//   - Poll again at once (a spin): when a nap does not pay, while the
+//     next packet is expected sooner than a sleep and its wake-up take
+//     ([SleepCost], measured once per process), it is not overdue (the
+//     silence since the last one is within twice the expected gap plus
+//     four deviations), and never for longer than one sleep would take.
+//   - Sleep until a socket is readable: otherwise.
+//
+// The expected gap is a moving average of the time between arrivals
+// seen after spins and sleeps. Stats reports the decisions and what they
+// rest on: Spins, Naps, NapsEmpty, Sleeps, SleepCost, ExpectedGap,
+// NapTime, NapCost. Config.IdleRounds replaces the rule (and naps) with
+// a fixed count of spins. A round that came up short and does not poll
+// again or nap completes, as napi_complete_done does: the poller gives
+// every Fill ring its frames back, wakes the kernel where a Fill ring
+// asks for it (need_wakeup), and sleeps until a socket is readable or the
+// context ends. Sleeping holds no OS thread: the sockets' descriptors are
+// watched by one epoll instance whose own descriptor is registered with
+// the Go runtime's network poller, so one parked goroutine waits for any
+// number of sockets and a wake-up allocates nothing. The sockets are
+// armed in that epoll set only from a sleep to the next nap: armed, every
+// packet the kernel puts on a ring would run the epoll callbacks on the
+// sending CPU and, during a nap, wake the runtime's poller thread. An
+// empty RX ring costs an atomic load, never a system call.
 //
 // Config.BusyPoll makes every round start with a recvfrom on each socket,
 // which drives the driver's NAPI from this goroutine when the socket was

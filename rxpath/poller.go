@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/xdpkit/xdpkit/umem"
 	"github.com/xdpkit/xdpkit/xsk"
 )
@@ -95,15 +97,19 @@ type sock struct {
 // Poller receives from a set of AF_XDP sockets; see the package
 // documentation.
 type Poller struct {
-	cfg   Config
-	socks []*sock
-	pools []*pool
-	ep    *os.File // epoll instance watching every socket
-	epfd  int      // ep's descriptor
-	armed bool     // the sockets are in ep's set (see disarmAfter)
-	busy  int      // rounds that took packets since the last sleep
-	rc    syscall.RawConn
-	ready func(uintptr) bool
+	cfg    Config
+	socks  []*sock
+	pools  []*pool
+	ep     *os.File // epoll instance watching every socket
+	epfd   int
+	armed  bool // the sockets are armed in ep: see arm
+	busy   int  // rounds that took packets since the last sleep (see disarmAfter)
+	rc     syscall.RawConn
+	ready  func(uintptr) bool
+	tf     *os.File // timerfd of naps
+	trc    syscall.RawConn
+	tfd    int
+	napped func(uintptr) bool
 
 	running  atomic.Bool
 	stop     atomic.Bool
@@ -112,17 +118,25 @@ type Poller struct {
 	spinIdle uint64 // idle passes of a spinning poller
 
 	// The idle rule (Config.IdleRounds 0): see keepPolling.
-	epoch     time.Time     // Run's start: round times are offsets from it
-	lastPkt   time.Duration // when the last round that took packets began
-	gap       time.Duration // expected wait for the next packet (moving average)
-	dev       time.Duration // its mean deviation (moving average)
-	prevRound time.Duration // when the previous round began
-	spun      bool          // the previous round was an empty one polled again
-	calmUntil time.Duration // the poller does not poll an empty ring again before this
-	lastEmpty bool          // the previous round took nothing (or was a sleep)
-	wokeAt    time.Duration // when the last sleep ended, if the round after it is next
-	sleepCost time.Duration // SleepCost(), read at Run's start
-	deadline  time.Time     // the epoll file's read deadline, zero if none
+	epoch     time.Time       // Run's start: round times are offsets from it
+	lastPkt   time.Duration   // when the last round that took packets began
+	gap       time.Duration   // expected wait for the next packet (moving average)
+	dev       time.Duration   // its mean deviation (moving average)
+	prevRound time.Duration   // when the previous round began
+	spun      bool            // the previous round was an empty one polled again
+	calmUntil time.Duration   // the poller does not poll an empty ring again before this
+	lastEmpty bool            // the previous round took nothing (or was a sleep)
+	wokeAt    time.Duration   // when the last sleep ended, if the round after it is next
+	nappedAt  time.Duration   // when the last nap began, if the round after it is next
+	napLen    time.Duration   // how long a nap lasts (moving average; Config.Coalesce at first)
+	napCost   time.Duration   // the CPU time of a nap (moving average of samples; 0: none yet)
+	napHit    int             // how often a nap finds packets, of napOne (moving average)
+	napProbe  int             // naps forgone for their cost (see napNow)
+	napSpec   unix.ItimerSpec // Config.Coalesce, for the timerfd
+	sleepCost time.Duration   // SleepCost(), read at Run's start
+	deadline  time.Time       // the epoll file's read deadline, zero if none
+	// deadlineWakeups is Stats.Wakeups when deadline was set.
+	deadlineWakeups uint64
 
 	h       Handler
 	copier  Copier
@@ -205,6 +219,7 @@ func New(cfg *Config, socks ...*xsk.Socket) (*Poller, error) {
 		return nil, err
 	}
 	p.ready = func(uintptr) bool { return p.stop.Load() || p.anyReady() }
+	p.napped = func(uintptr) bool { return p.stop.Load() || p.napOver() }
 	p.pkt.Segments = p.segs[:0]
 	return p, nil
 }
@@ -223,7 +238,7 @@ func (p *Poller) Close() error {
 	if p.closed.Swap(true) {
 		return nil
 	}
-	err := p.ep.Close()
+	err := errors.Join(p.ep.Close(), p.tf.Close())
 	if p.socksOpen() {
 		for _, s := range p.socks {
 			s.s.OnClose(func() {
@@ -277,6 +292,15 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 	// polling for as long as that Run lasted).
 	p.epoch, p.lastPkt = time.Now(), 0
 	p.gap, p.dev, p.prevRound, p.spun, p.calmUntil, p.lastEmpty, p.wokeAt = 0, 0, 0, false, 0, false, 0
+	p.nappedAt, p.napHit = 0, napOne
+	nap := p.cfg.Coalesce
+	if nap == 0 {
+		nap = napFactor * p.sleepCost
+	}
+	p.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(max(nap, 0)))}
+	if p.napLen == 0 {
+		p.napLen = nap // measured from the first nap on, kept across Runs
+	}
 	p.deadline, p.busy = time.Time{}, 0
 	p.stop.Store(false)
 	cancelled := make(chan struct{})
@@ -284,12 +308,14 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 		defer close(cancelled)
 		p.stop.Store(true)
 		_ = p.ep.SetReadDeadline(aLongTimeAgo)
+		_ = p.tf.SetReadDeadline(aLongTimeAgo)
 	})
 	defer func() {
 		if !stopCancel() {
 			<-cancelled
 		}
 		_ = p.ep.SetReadDeadline(time.Time{})
+		_ = p.tf.SetReadDeadline(time.Time{})
 		p.deadline = time.Time{}
 		p.stop.Store(false)
 	}()
@@ -365,10 +391,19 @@ func (p *Poller) loop() error {
 			}
 			p.prevRound, p.lastPkt = now, now
 		}
-		p.lastEmpty, p.wokeAt = got == 0, 0
+		if p.nappedAt > 0 {
+			hit := 0
+			if got > 0 {
+				hit = napOne
+			} else {
+				p.c.napsEmpty++
+			}
+			p.napHit += (hit - p.napHit) / 4
+		}
+		p.lastEmpty, p.wokeAt, p.nappedAt = got == 0, 0, 0
 		if got > 0 {
-			if p.busy++; p.busy == disarmAfter && p.armed {
-				if err := p.disarm(); err != nil {
+			if p.busy++; p.busy == disarmAfter {
+				if err := p.arm(false); err != nil {
 					return err
 				}
 			}
@@ -383,6 +418,16 @@ func (p *Poller) loop() error {
 			continue
 		}
 		idle++
+		if p.napNow(now) {
+			// Packets are flowing, sparser than a nap's cost: let
+			// them gather on the ring for one nap, then take them in
+			// one round.
+			if err := p.nap(); err != nil {
+				return err
+			}
+			idle, readClock = 0, true
+			continue
+		}
 		if p.keepPolling(now, idle) {
 			p.c.spins++
 			p.spun = true
@@ -422,14 +467,14 @@ func (p *Poller) loop() error {
 		if starved {
 			wait = starveWait
 		}
-		woke, err := p.sleep(wait)
+		woke, quiet, err := p.sleep(wait)
 		if err != nil {
 			return err
 		}
 		if woke {
 			p.wokeAt = time.Since(p.epoch)
 		}
-		if !woke && !starved && !p.stop.Load() {
+		if quiet && !starved && !p.stop.Load() {
 			// A quiet interval. A socket whose interface went away is
 			// unbound and says so only in SO_ERROR (ENETDOWN): look.
 			for _, s := range p.socks {
@@ -444,27 +489,141 @@ func (p *Poller) loop() error {
 }
 
 // arrived updates the expected wait for the next packet after a round,
-// begun at now, that took packets: moving averages (weight 1/4) of the
-// time from one arrival to the next and of its deviation from that
+// begun at now, that took packets: moving averages (weight 1/4) of
+// the time from one arrival to the next and of its deviation from that
 // average (as TCP estimates a round-trip time and its variation). Only a
 // round that follows an empty one or a sleep sees an arrival: a round
-// after one that took packets is the same batch. After a spin, the
+// after one that took packets is the same batch, and a round after a nap
+// does not say when in the nap its packets came. After a spin, the
 // arrival was now; after a sleep, one wake-up (SleepCost) before the
-// wake. A sample counts for at most twice the sleep cost: one pause
-// between bursts does not make the poller sleep through the next burst,
-// a stream slower than a sleep still does.
+// wake. A sample counts for at most twice the longer of a sleep's wake-up
+// and a nap: one pause between bursts does not make the poller sleep
+// through the next burst, a stream slower than that still does. A sleep
+// that a packet ended within a quarter of a nap counts, at half the
+// weight of a nap, as a nap that would have found one (napHit).
 func (p *Poller) arrived(now time.Duration) {
-	if p.lastPkt > 0 && p.lastEmpty {
+	if p.lastPkt > 0 && p.lastEmpty && p.nappedAt == 0 {
 		at := now
 		if p.wokeAt > 0 {
 			at = max(p.wokeAt-p.sleepCost, p.lastPkt)
 		}
-		sample := min(at-p.lastPkt, 2*p.sleepCost)
+		sample := min(at-p.lastPkt, 2*max(p.sleepCost, p.napLen))
 		d := sample - p.gap
 		p.gap += d / 4
 		p.dev += (max(d, -d) - p.dev) / 4
+		if p.wokeAt > 0 && sample < p.napLen/4 {
+			// A nap would have found this packet.
+			p.napHit += (napOne - p.napHit) / 8
+		}
 	}
 	p.lastPkt = now
+}
+
+// napNow decides, after an empty round begun at now, whether to nap:
+// with Config.IdleRounds 0 and Config.Coalesce not negative, while
+// packets flow (the expected gap to the next arrival, and the silence
+// since the last packet, shorter than a nap lasts), at least half the
+// recent naps found packets (napHit), and a nap costs less CPU than it
+// lasts (NapCost < NapTime, both measured while running).
+// Then a nap is cheaper per packet than polling through the gaps (which
+// costs the gap itself in CPU: a nap of length T costs NapCost for the
+// T/gap packets it gathers) and than sleeping until the next packet
+// (whose wake-up the sending CPU pays for, and which gathers only the
+// packets of one wake-up's latency).
+func (p *Poller) napNow(now time.Duration) bool {
+	if p.cfg.Spin || p.cfg.IdleRounds != 0 || p.cfg.Coalesce < 0 {
+		return false
+	}
+	quiet := now - p.lastPkt
+	if p.gap >= p.napLen || quiet >= p.napLen || p.napHit < napOne/2 {
+		return false
+	}
+	if p.napCost < p.napLen {
+		return true
+	}
+	// Naps cost what they last: measure again now and then.
+	p.napProbe++
+	return p.napProbe%napProbeEvery == 0
+}
+
+// napProbeEvery: while naps are found to cost what they last, one in
+// napProbeEvery times one would otherwise be taken, it is, to measure
+// again.
+const napProbeEvery = 64
+
+// napOne is a napHit of 1: every nap finds packets.
+const napOne = 1 << 10
+
+// nap sleeps for Config.Coalesce (plus a wake-up) on a timerfd watched
+// through the Go runtime's poller, so that packets gather on the RX rings
+// meanwhile; the end of Run's context ends it early. The sockets are
+// disarmed in the epoll set first (arm): armed, every packet that arrives
+// during the nap would wake the runtime's poller thread for nothing (the
+// runtime watches the epoll set), costing the nap's CPU and the sending
+// CPU's time in the epoll callbacks. Every napSample'th nap
+// is timed in CPU: the process's CPU clock around it.
+func (p *Poller) nap() error {
+	start := time.Since(p.epoch)
+	p.nappedAt = start
+	sample := p.c.naps%napSample == 0 || p.napCost >= p.napLen
+	var c0 time.Duration
+	if sample {
+		c0 = processCPU()
+	}
+	if err := p.arm(false); err != nil {
+		return err
+	}
+	if err := unix.TimerfdSettime(p.tfd, 0, &p.napSpec, nil); err != nil {
+		return fmt.Errorf("rxpath: nap: %w", os.NewSyscallError("timerfd_settime", err))
+	}
+	if err := p.trc.Read(p.napped); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("rxpath: nap: %w", err)
+	}
+	d := time.Since(p.epoch) - start
+	if sample {
+		// A sample longer than twice the nap ran other work besides.
+		if c := processCPU() - c0; c > 0 {
+			// The process's CPU clock also counts what other threads
+			// did meanwhile: a sample above the estimate moves it a
+			// little, one below it much.
+			switch {
+			case p.napCost == 0 || c < p.napCost:
+				p.napCost = c
+			default:
+				p.napCost += (c - p.napCost) / 16
+			}
+		}
+	}
+	if p.c.naps == 0 {
+		p.napLen = d
+	}
+	p.c.naps++
+	p.napLen += (d - p.napLen) / 8
+	return nil
+}
+
+// napOver reports whether the nap's timer expired, and clears it.
+func (p *Poller) napOver() bool {
+	var b [8]byte
+	_, err := unix.Read(p.tfd, b[:])
+	return err == nil
+}
+
+// napFactor: by default a nap lasts napFactor SleepCosts, so that its
+// CPU cost (about a SleepCost where a short sleep costs what it lasts)
+// is a small part of its length.
+const napFactor = 4
+
+// napSample: every napSample'th nap measures its CPU cost.
+const napSample = 16
+
+// processCPU is the process's CPU time (every thread).
+func processCPU() time.Duration {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }
 
 // keepPolling decides, after the idle'th empty round in a row, begun at

@@ -8,16 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// processCPU is the CPU time of the whole process (every thread: the
-// runtime's netpoller and scheduler work on a wake-up counts too).
-func processCPU(tb testing.TB) time.Duration {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ts.Nano())
-}
-
 // BenchmarkSleepCycle measures what one sleep and wake-up costs in CPU
 // time (cpu-ns/op, the whole process) and in wall time (ns/op, the sleep
 // of 20 µs included): netpoller, the way a Poller sleeps (a timerfd
@@ -39,7 +29,7 @@ func BenchmarkSleepCycle(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		c0 := processCPU(b)
+		c0 := processCPU()
 		b.ResetTimer()
 		for range b.N {
 			at := time.Now().Add(sleep)
@@ -51,7 +41,7 @@ func BenchmarkSleepCycle(b *testing.B) {
 			}
 		}
 		b.StopTimer()
-		b.ReportMetric(float64(processCPU(b)-c0)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(processCPU()-c0)/float64(b.N), "cpu-ns/op")
 	})
 	b.Run("poll", func(b *testing.B) {
 		fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_CLOEXEC)
@@ -61,7 +51,7 @@ func BenchmarkSleepCycle(b *testing.B) {
 		defer unix.Close(fd)
 		var buf [8]byte
 		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		c0 := processCPU(b)
+		c0 := processCPU()
 		b.ResetTimer()
 		for range b.N {
 			if err := unix.TimerfdSettime(fd, 0, &its, nil); err != nil {
@@ -75,6 +65,6 @@ func BenchmarkSleepCycle(b *testing.B) {
 			}
 		}
 		b.StopTimer()
-		b.ReportMetric(float64(processCPU(b)-c0)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(processCPU()-c0)/float64(b.N), "cpu-ns/op")
 	})
 }

@@ -29,8 +29,10 @@ type Stats struct {
 	Spins       uint64 // empty rounds polled again at once instead of sleeping
 	Preempted   uint64 // spins the scheduler interrupted (another task wants the CPU: the poller then sleeps at once for 1000 SleepCosts)
 	Sleeps      uint64 // times the poller went to sleep
+	Naps        uint64 // naps: timed sleeps of Config.Coalesce while packets flow
+	NapsEmpty   uint64 // naps after which the next round took nothing
 	Wakeups     uint64 // sleeps ended by a readable socket
-	Syscalls    uint64 // system calls made by the poller: RX wake-ups, busy polls, epoll set changes (see disarmAfter)
+	Syscalls    uint64 // system calls made by the poller: RX wake-ups, busy polls, epoll_ctl arming the sockets for a sleep or disarming them for a nap or a busy stretch (see disarmAfter)
 	FillEmpty   uint64 // refills that found a Fill ring empty
 	FillStarved uint64 // refills that found no frame to put on an empty Fill ring
 	// SleepCost is what the idle rule weighs polling against: how long a
@@ -40,9 +42,18 @@ type Stats struct {
 	// Config.IdleRounds 0 an empty round is followed by another at once
 	// (counted in Spins) only while ExpectedGap < SleepCost, the next
 	// packet is not overdue (see Config.IdleRounds) and for at most
-	// SleepCost after the last packet; otherwise the poller sleeps.
+	// SleepCost after the last packet, when it does not nap (see
+	// NapTime); otherwise the poller sleeps.
 	SleepCost   time.Duration
 	ExpectedGap time.Duration
+	// NapTime is how long a nap lasts (a moving average: Config.Coalesce
+	// plus the kernel's timer slack and wake-up), NapCost the CPU time one
+	// costs the poller (a moving average over every 16th nap). With
+	// Config.IdleRounds 0 the poller naps after an empty round while
+	// ExpectedGap and the silence since the last packet are shorter than
+	// NapTime and NapCost is less than NapTime; see Config.Coalesce.
+	NapTime time.Duration
+	NapCost time.Duration
 	// RoundHistogram counts rounds by packets taken: bucket 0 is 0
 	// packets, bucket i (i > 0) is 2^(i-1) to 2^i-1, the last bucket
 	// everything above.
@@ -60,16 +71,16 @@ type SocketStats struct {
 }
 
 func (s *Stats) String() string {
-	return fmt.Sprintf("rounds %d (full %d, timed %d, max %d), packets %d (copied %d, lent %d, chains %d, kept %d, dropped %d), frames %d, invalid %d, spins %d (preempted %d), sleeps %d, wakeups %d (sleep cost %v, expected gap %v), syscalls %d, fill empty %d, starved %d",
+	return fmt.Sprintf("rounds %d (full %d, timed %d, max %d), packets %d (copied %d, lent %d, chains %d, kept %d, dropped %d), frames %d, invalid %d, spins %d (preempted %d), naps %d (empty %d, %v, cpu %v), sleeps %d, wakeups %d (sleep cost %v, expected gap %v), syscalls %d, fill empty %d, starved %d",
 		s.Rounds, s.FullRounds, s.TimeRounds, s.MaxRound, s.Packets, s.Copied, s.Lent, s.Chains, s.Kept, s.Dropped,
-		s.Frames, s.Invalid, s.Spins, s.Preempted, s.Sleeps, s.Wakeups, s.SleepCost, s.ExpectedGap, s.Syscalls, s.FillEmpty, s.FillStarved)
+		s.Frames, s.Invalid, s.Spins, s.Preempted, s.Naps, s.NapsEmpty, s.NapTime, s.NapCost, s.Sleeps, s.Wakeups, s.SleepCost, s.ExpectedGap, s.Syscalls, s.FillEmpty, s.FillStarved)
 }
 
 // counters are written by Run only; mirror holds their values as of the
 // last publish, for Stats from any goroutine.
 type counters struct {
 	rounds, fullRounds, timeRounds, maxRound    uint64
-	spins, preempted                            uint64
+	spins, preempted, naps, napsEmpty           uint64
 	bytes, copied, lent, chains, kept           uint64
 	dropped, invalid, sleeps, wakeups, syscalls uint64
 	fillEmpty, fillStarved                      uint64
@@ -78,8 +89,8 @@ type counters struct {
 
 type mirror struct {
 	rounds, fullRounds, timeRounds, maxRound    atomic.Uint64
-	spins, preempted                            atomic.Uint64
-	sleepCost, gap                              atomic.Int64
+	spins, preempted, naps, napsEmpty           atomic.Uint64
+	sleepCost, gap, napLen, napCost             atomic.Int64
 	bytes, copied, lent, chains, kept           atomic.Uint64
 	dropped, invalid, sleeps, wakeups, syscalls atomic.Uint64
 	fillEmpty, fillStarved                      atomic.Uint64
@@ -129,7 +140,11 @@ func (p *Poller) publish() {
 	m.invalid.Store(c.invalid)
 	m.spins.Store(c.spins)
 	m.preempted.Store(c.preempted)
+	m.naps.Store(c.naps)
+	m.napsEmpty.Store(c.napsEmpty)
 	m.gap.Store(int64(p.gap))
+	m.napLen.Store(int64(p.napLen))
+	m.napCost.Store(int64(p.napCost))
 	m.sleeps.Store(c.sleeps)
 	m.wakeups.Store(c.wakeups)
 	m.syscalls.Store(c.syscalls)
@@ -162,8 +177,9 @@ func (p *Poller) Stats() (Stats, error) {
 		Rounds: m.rounds.Load(), FullRounds: m.fullRounds.Load(), TimeRounds: m.timeRounds.Load(),
 		MaxRound: m.maxRound.Load(), Bytes: m.bytes.Load(), Copied: m.copied.Load(), Lent: m.lent.Load(),
 		Chains: m.chains.Load(), Kept: m.kept.Load(), Dropped: m.dropped.Load(), Invalid: m.invalid.Load(),
-		Spins: m.spins.Load(), Preempted: m.preempted.Load(), Sleeps: m.sleeps.Load(), Wakeups: m.wakeups.Load(), Syscalls: m.syscalls.Load(),
+		Spins: m.spins.Load(), Preempted: m.preempted.Load(), Naps: m.naps.Load(), NapsEmpty: m.napsEmpty.Load(), Sleeps: m.sleeps.Load(), Wakeups: m.wakeups.Load(), Syscalls: m.syscalls.Load(),
 		SleepCost: time.Duration(m.sleepCost.Load()), ExpectedGap: time.Duration(m.gap.Load()),
+		NapTime: time.Duration(m.napLen.Load()), NapCost: time.Duration(m.napCost.Load()),
 		FillEmpty: m.fillEmpty.Load(), FillStarved: m.fillStarved.Load(),
 		Sockets: make([]SocketStats, len(p.socks)),
 	}

@@ -14,7 +14,8 @@ import (
 var aLongTimeAgo = time.Unix(1, 0)
 
 // initWait creates the epoll instance that watches every socket for
-// EPOLLIN and registers its descriptor with the Go runtime's poller. An
+// EPOLLIN and registers its descriptor with the Go runtime's poller, and
+// the timerfd that naps wait on. An
 // epoll descriptor is itself readable while one of its sockets is, so one
 // goroutine can wait for all of them through the runtime (no OS thread
 // parked in epoll_wait, no goroutine per socket) and a wake-up allocates
@@ -26,7 +27,7 @@ func (p *Poller) initWait() error {
 	}
 	for _, s := range p.socks {
 		fd := s.s.FD()
-		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)} // armed: see arm
 		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 			unix.Close(epfd)
 			return fmt.Errorf("rxpath: %s queue %d: %w", s.s.Ifname(), s.s.Queue(), os.NewSyscallError("epoll_ctl", err))
@@ -36,14 +37,24 @@ func (p *Poller) initWait() error {
 		unix.Close(epfd)
 		return fmt.Errorf("rxpath: %w", os.NewSyscallError("fcntl(O_NONBLOCK)", err))
 	}
-	p.ep = os.NewFile(uintptr(epfd), "rxpath-epoll")
-	p.epfd, p.armed = epfd, true
+	p.epfd, p.ep, p.armed = epfd, os.NewFile(uintptr(epfd), "rxpath-epoll"), true
 	rc, err := p.ep.SyscallConn()
 	if err != nil {
 		p.ep.Close()
 		return fmt.Errorf("rxpath: %w", err)
 	}
 	p.rc = rc
+	tfd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
+		p.ep.Close()
+		return fmt.Errorf("rxpath: %w", os.NewSyscallError("timerfd_create", err))
+	}
+	p.tfd, p.tf = tfd, os.NewFile(uintptr(tfd), "rxpath-timerfd")
+	if p.trc, err = p.tf.SyscallConn(); err != nil {
+		p.ep.Close()
+		p.tf.Close()
+		return fmt.Errorf("rxpath: %w", err)
+	}
 	return nil
 }
 
@@ -56,92 +67,95 @@ func (p *Poller) initWait() error {
 // generator's CPU in the fwd rows of make bench: sock_def_readable and
 // the unlock after it). So the poller takes its sockets out of the set
 // after disarmAfter rounds in a row that took packets with no sleep
-// between, and puts them back before its next sleep: at most two
-// epoll_ctl calls per disarmAfter rounds, none for a poller that sleeps
-// between bursts.
+// between (and for every nap), and puts them back before its next sleep:
+// at most two epoll_ctl calls per socket per disarmAfter rounds, none for
+// a poller that only sleeps.
 const disarmAfter = 32
 
-// disarm takes every socket out of the epoll set. A socket closed
-// meanwhile is out already (ENOENT, EBADF: the kernel drops a closed
-// file's registrations; epoll matches file and number, so a reused number
-// is not removed either).
-func (p *Poller) disarm() error {
-	for _, s := range p.socks {
-		fd := s.s.FD()
-		if fd < 0 {
-			continue
-		}
-		p.c.syscalls++
-		err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil)
-		if err != nil && err != unix.ENOENT && err != unix.EBADF {
-			return fmt.Errorf("rxpath: %w", os.NewSyscallError("epoll_ctl", err))
-		}
-	}
-	p.armed = false
-	return nil
-}
-
-// arm puts every socket back into the epoll set, before a sleep. A socket
-// closed meanwhile ends Run as one closed before the sleep does. (One
-// closed, and its number reused, between FD and epoll_ctl would put a
-// stranger in the set: it could only wake the poller, which then finds
-// the socket closed.)
-func (p *Poller) arm() error {
-	for _, s := range p.socks {
-		fd := s.s.FD()
-		var err error = unix.EBADF
-		if fd >= 0 {
-			p.c.syscalls++
-			ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
-			err = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
-		}
-		switch err {
-		case nil, unix.EEXIST:
-		case unix.EBADF:
-			return fmt.Errorf("rxpath: socket %s queue %d: %w", s.s.Ifname(), s.s.Queue(), os.ErrClosed)
-		default:
-			return fmt.Errorf("rxpath: %s queue %d: %w", s.s.Ifname(), s.s.Queue(), os.NewSyscallError("epoll_ctl", err))
-		}
-	}
-	p.armed = true
-	return nil
-}
-
 // sleep waits until a socket has descriptors, the Run context ends or
-// the timeout passes. woke reports a wake-up by a socket (not the timeout
-// or the end of the context). The epoll file's deadline is set only when
-// the one in place has passed or lies beyond timeout: most sleeps make no
-// timer call.
-func (p *Poller) sleep(timeout time.Duration) (woke bool, err error) {
+// the timeout passes. woke reports a wake-up by a socket; quiet, a sleep
+// that ended on the timeout with no wake-up since the deadline was set
+// (a deadline set by an earlier sleep may end this one sooner). The epoll
+// file's deadline is set only when the one in place has passed or lies
+// beyond timeout: most sleeps make no timer call.
+//
+// The sockets are armed in the epoll set (EPOLLIN) for a sleep and
+// disarmed for a nap (see nap): an epoll_ctl call per socket when the
+// poller goes from naps to sleeps or back, none while it only sleeps.
+func (p *Poller) sleep(timeout time.Duration) (woke, quiet bool, err error) {
 	now := time.Now()
 	if p.deadline.Before(now) || p.deadline.Sub(now) > timeout {
 		p.deadline = now.Add(timeout)
+		p.deadlineWakeups = p.c.wakeups
 		_ = p.ep.SetReadDeadline(p.deadline)
 	}
 	if p.stop.Load() {
 		// The context's AfterFunc sets stop before it sets its own
 		// deadline, so checking stop after setting ours loses nothing.
-		return false, nil
+		return false, false, nil
+	}
+	if err := p.arm(true); err != nil {
+		return false, false, err
 	}
 	p.busy = 0
-	if !p.armed {
-		if err := p.arm(); err != nil {
-			return false, err
-		}
-	}
 	p.c.sleeps++
 	p.publish()
 	err = p.rc.Read(p.ready)
 	switch {
 	case p.stop.Load():
-		return false, nil
+		return false, false, nil
 	case err == nil:
 		p.c.wakeups++
-		return true, nil
+		return true, false, nil
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return false, nil
+		return false, p.c.wakeups == p.deadlineWakeups, nil
 	}
-	return false, fmt.Errorf("rxpath: wait: %w", err)
+	return false, false, fmt.Errorf("rxpath: wait: %w", err)
+}
+
+// arm puts the sockets into the epoll set (on) or takes them out of it.
+// Out of the set, a socket has no waiter on its wait queue, so the
+// kernel's RX flush skips the wake-up path altogether (an entry left in
+// with no events would still be walked under the queue's lock). Adding a
+// socket whose ring has descriptors already makes the set readable at
+// once (epoll_ctl polls it), so no packet that came before is missed. A
+// socket closed meanwhile is out of the set already (the kernel drops a
+// closed file's registrations; epoll matches file and number, so a
+// reused number is not removed either) and ends Run at the next arming
+// with os.ErrClosed. (One closed, and its number reused, between FD and
+// epoll_ctl would put a stranger in the set: it could only wake the
+// poller, which then finds the socket closed.)
+func (p *Poller) arm(on bool) error {
+	if p.armed == on {
+		return nil
+	}
+	for _, s := range p.socks {
+		fd := s.s.FD()
+		if fd < 0 {
+			if !on {
+				continue
+			}
+			return fmt.Errorf("rxpath: socket %s queue %d: %w", s.s.Ifname(), s.s.Queue(), os.ErrClosed)
+		}
+		p.c.syscalls++
+		var err error
+		if on {
+			ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+			switch err = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err {
+			case unix.EEXIST:
+				err = nil
+			case unix.EBADF:
+				return fmt.Errorf("rxpath: socket %s queue %d: %w", s.s.Ifname(), s.s.Queue(), os.ErrClosed)
+			}
+		} else if err = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil); err == unix.ENOENT || err == unix.EBADF {
+			err = nil
+		}
+		if err != nil {
+			return fmt.Errorf("rxpath: %s queue %d: %w", s.s.Ifname(), s.s.Queue(), os.NewSyscallError("epoll_ctl", err))
+		}
+	}
+	p.armed = on
+	return nil
 }
 
 // Calibration of SleepCost: sleeps of calSleep on a timerfd, calSamples
