@@ -90,6 +90,7 @@ func main() {
 	flag.StringVar(&c.bin, "bin", "", "build the benchmark programs into this directory and keep them (default: a temporary one), e.g. for perf report")
 	flag.IntVar(&niceness, "nice", 0, "run the AF_XDP programs (both implementations) at this nice level, e.g. -10 on a machine shared with other work")
 	flag.StringVar(&onlyImpl, "impl", "", "run only this implementation of the AF_XDP cases (c or xdpkit), e.g. to profile it; default both")
+	render := flag.Bool("render", false, "measure nothing: write summary.md (and -readme) again from -out's results.json and history.jsonl, e.g. after a change to the report")
 	flag.BoolVar(&c.pin, "pin", true, "pin the generator/peer to CPU 0 and the measured program to CPU 1")
 	flag.Parse()
 	if *match != "" {
@@ -109,9 +110,39 @@ func main() {
 	if c.runs < 1 || c.seconds < 1 || c.seconds > 60 {
 		fatalf("-runs must be positive and -seconds 1..60")
 	}
+	if *render {
+		if err := rerender(&c); err != nil {
+			fatalf("%v", err)
+		}
+		return
+	}
 	if err := run(&c); err != nil {
 		fatalf("%v", err)
 	}
+}
+
+// rerender writes the summary of the last run again, from results.json.
+func rerender(c *config) error {
+	b, err := os.ReadFile(filepath.Join(c.out, "results.json"))
+	if err != nil {
+		return err
+	}
+	res := &Results{}
+	if err := json.Unmarshal(b, res); err != nil {
+		return fmt.Errorf("results.json: %w", err)
+	}
+	if res.History, err = readHistory(filepath.Join(c.out, "history.jsonl")); err != nil {
+		return err
+	}
+	summary := report(res)
+	fmt.Print(summary)
+	if err := os.WriteFile(filepath.Join(c.out, "summary.md"), []byte(summary), 0o644); err != nil {
+		return err
+	}
+	if c.readme != "" {
+		return writeReadme(c.readme, summary)
+	}
+	return nil
 }
 
 func fatalf(format string, args ...any) {

@@ -44,10 +44,18 @@ func targets(cases []XDPCase, paired []PairedResult) []Target {
 			t.RunLo, t.RunHi = pairRange(c, func(r XDPRun) float64 { return r.Mpps })
 			t.Met = t.Ratio >= 1
 			out = append(out, t)
-		case c.Rate > 0 && c.Mode == "rxdrop" && reached(c):
+		case c.Rate > 0 && c.Mode == "rxdrop" && (reached(c.CSum, c.Rate) || reached(c.GoSum, c.Rate)):
 			name += " @ " + rateName(c.Rate)
 			if c.NAPIDeferral {
 				name += ", NAPI deferral"
+			}
+			for _, side := range []struct {
+				impl string
+				s    RunSummary
+			}{{"C", c.CSum}, {"xdpkit", c.GoSum}} {
+				if !reached(side.s, c.Rate) {
+					name += fmt.Sprintf(" (%s's generator reached %.3f Mpps)", side.impl, side.s.OfferedMpps)
+				}
 			}
 			cc, gc := c.CSum.ProgPerM.Total(), c.GoSum.ProgPerM.Total()
 			if cc <= 0 {
@@ -69,11 +77,13 @@ func targets(cases []XDPCase, paired []PairedResult) []Target {
 	return out
 }
 
-// reached: both generators offered the case's rate (within 5%); a row
-// whose rate the machine cannot reach is a maximum-rate row in disguise.
-func reached(c XDPCase) bool {
-	r := 0.95 * float64(c.Rate) / 1e6
-	return c.CSum.OfferedMpps >= r && c.GoSum.OfferedMpps >= r
+// reached: the generator offered the case's rate (within 5%). A row whose
+// rate neither generator reached is a maximum-rate row in disguise; one
+// that only the generator facing C missed (its CPU also runs veth's XDP
+// and the copy into the receiver's UMEM, and the receiver's wake-ups) is
+// judged, with a note.
+func reached(s RunSummary, rate int) bool {
+	return s.OfferedMpps >= 0.95*float64(rate)/1e6
 }
 
 // pairRange is the range of xdpkit/C over the runs paired by index.
