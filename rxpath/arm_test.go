@@ -11,7 +11,7 @@ import (
 // sleeping takes its sockets out of its epoll set (disarmAfter rounds in
 // a row that took packets); its next sleep must still be ended by the
 // next packet, not by the sleep's timeout (closedWait), which Stats
-// tells apart (Wakeups).
+// tells apart (Wakeups). It fails with the re-arm in sleep removed.
 func TestWakeAfterBusy(t *testing.T) {
 	// Rounds of at most 4 packets, and a million empty rounds before a
 	// sleep: the burst below takes hundreds of rounds with no sleep in
@@ -28,40 +28,61 @@ func TestWakeAfterBusy(t *testing.T) {
 	if h.got.Load() != burst {
 		t.Fatalf("received %d of %d datagrams", h.got.Load(), burst)
 	}
-	// Wait for the sleep after the burst.
 	st0, err := b.poller.Stats()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st1 rxpath.Stats
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if st1, err = b.poller.Stats(); err != nil {
+	if st0.Syscalls == 0 {
+		t.Fatalf("the burst made no epoll_ctl call: the sockets stayed in the epoll set: %s", &st0)
+	}
+	// A sleep can end on a deadline an earlier one set, and the poller
+	// then polls a million empty rounds, in which a datagram is taken
+	// without a wake-up. So each try first lets every earlier deadline
+	// pass (they lie at most closedWait, 500 ms, ahead), then waits for a
+	// sleep to begin (its deadline 500 ms ahead) and sends one datagram
+	// per flow at once. A try can still miss on a machine that stalls
+	// for half a second; three misses in a row fail. With the sockets
+	// left out of the set no sleep ever wakes, and every try misses.
+	got := int64(burst)
+	for try := 0; ; try++ {
+		time.Sleep(600 * time.Millisecond)
+		st1, err := b.poller.Stats()
+		if err != nil {
 			t.Fatal(err)
 		}
-		if st1.Sleeps > st0.Sleeps {
-			break
+		var st rxpath.Stats
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			if st, err = b.poller.Stats(); err != nil {
+				t.Fatal(err)
+			}
+			if st.Sleeps > st1.Sleeps {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no sleep after the burst: %s", &st)
+			}
+		}
+		if err := snd.send(1, 64, 0, nil, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		got += 4 // one datagram per flow
+		waitCount(&h.got, got, 5*time.Second)
+		if h.got.Load() != got {
+			t.Fatalf("received %d of %d datagrams", h.got.Load(), got)
+		}
+		st2, err := b.poller.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("try %d: before %s; after %s", try, &st, &st2)
+		if st2.Wakeups > st.Wakeups {
+			break // a datagram ended a sleep
+		}
+		if try == 2 {
+			t.Fatalf("the datagrams after the burst did not wake the poller (wake-ups %d -> %d): its sleep ran to the timeout", st.Wakeups, st2.Wakeups)
 		}
 	}
-	if st1.Sleeps == st0.Sleeps {
-		t.Fatalf("no sleep after the burst: %s", &st1)
-	}
-	if err := snd.send(1, 64, 0, nil, 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	const after = burst + 4 // one datagram per flow
-	waitCount(&h.got, after, 5*time.Second)
 	if err := stop(); err != nil {
 		t.Fatal(err)
-	}
-	st2, err := b.poller.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("burst: %d rounds, %d sleeps, %d syscalls; after: %s", st1.Rounds, st1.Sleeps, st1.Syscalls, &st2)
-	if h.got.Load() != after {
-		t.Fatalf("received %d of %d datagrams", h.got.Load(), after)
-	}
-	if st2.Wakeups == st1.Wakeups {
-		t.Errorf("the datagrams after the burst did not wake the poller (wake-ups %d -> %d): its sleep ran to the timeout", st1.Wakeups, st2.Wakeups)
 	}
 }

@@ -51,7 +51,9 @@
 // watched by one epoll instance whose own descriptor is registered with
 // the Go runtime's network poller, so one parked goroutine waits for any
 // number of sockets and a wake-up allocates nothing. The sockets are
-// armed in that epoll set only from a sleep to the next nap: armed, every
+// in that epoll set only for sleeps: they are taken out for a nap and
+// after 32 rounds with packets since the last sleep, and put back before
+// the next sleep (one epoll_ctl per socket each way). In the set, every
 // packet the kernel puts on a ring would run the epoll callbacks on the
 // sending CPU and, during a nap, wake the runtime's poller thread. An
 // empty RX ring costs an atomic load, never a system call.

@@ -232,13 +232,19 @@ func New(cfg *Config, socks ...*xsk.Socket) (*Poller, error) {
 // sockets, then UMEM: plain defers) leaves every frame free. Close is
 // idempotent; it fails with ErrRunning while Run runs.
 func (p *Poller) Close() error {
-	if p.running.Load() {
+	// Close holds running while it marks the Poller closed and closes its
+	// descriptors, so that no Run starts in between (Run checks closed
+	// after taking running) and uses their numbers after they were
+	// closed and perhaps reused.
+	if !p.running.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
 	if p.closed.Swap(true) {
+		p.running.Store(false)
 		return nil
 	}
 	err := errors.Join(p.ep.Close(), p.tf.Close())
+	p.running.Store(false)
 	if p.socksOpen() {
 		for _, s := range p.socks {
 			s.s.OnClose(func() {
@@ -524,7 +530,8 @@ func (p *Poller) arrived(now time.Duration) {
 // packets flow (the expected gap to the next arrival, and the silence
 // since the last packet, shorter than a nap lasts), at least half the
 // recent naps found packets (napHit), and a nap costs less CPU than it
-// lasts (NapCost < NapTime, both measured while running).
+// lasts (NapCost < NapTime, both measured while running; with an
+// explicit Config.Coalesce the cost is not weighed).
 // Then a nap is cheaper per packet than polling through the gaps (which
 // costs the gap itself in CPU: a nap of length T costs NapCost for the
 // T/gap packets it gathers) and than sleeping until the next packet
@@ -538,7 +545,11 @@ func (p *Poller) napNow(now time.Duration) bool {
 	if p.gap >= p.napLen || quiet >= p.napLen || p.napHit < napOne/2 {
 		return false
 	}
-	if p.napCost < p.napLen {
+	if p.napCost < p.napLen || p.cfg.Coalesce > 0 {
+		// An explicit Coalesce naps whatever a nap costs: the cost is
+		// measured on the process's CPU clock, which also counts other
+		// threads (other pollers in the process, a TX loop) and can
+		// look as long as the nap itself where they are busy.
 		return true
 	}
 	// Naps cost what they last: measure again now and then.
@@ -568,20 +579,33 @@ func (p *Poller) nap() error {
 	sample := p.c.naps%napSample == 0 || p.napCost >= p.napLen
 	var c0 time.Duration
 	if sample {
+		p.c.syscalls++
 		c0 = processCPU()
 	}
 	if err := p.arm(false); err != nil {
 		return err
 	}
+	p.c.syscalls++
 	if err := unix.TimerfdSettime(p.tfd, 0, &p.napSpec, nil); err != nil {
 		return fmt.Errorf("rxpath: nap: %w", os.NewSyscallError("timerfd_settime", err))
 	}
-	if err := p.trc.Read(p.napped); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+	err := p.trc.Read(p.napped)
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 		return fmt.Errorf("rxpath: nap: %w", err)
+	}
+	if err != nil || p.stop.Load() {
+		// Run's end cut the nap short: it says nothing of a nap's
+		// length or cost. Disarm the timer, so that none is left
+		// running after Run.
+		p.c.syscalls++
+		var zero unix.ItimerSpec
+		_ = unix.TimerfdSettime(p.tfd, 0, &zero, nil)
+		return nil
 	}
 	d := time.Since(p.epoch) - start
 	if sample {
 		// A sample longer than twice the nap ran other work besides.
+		p.c.syscalls++
 		if c := processCPU() - c0; c > 0 {
 			// The process's CPU clock also counts what other threads
 			// did meanwhile: a sample above the estimate moves it a
@@ -605,6 +629,7 @@ func (p *Poller) nap() error {
 // napOver reports whether the nap's timer expired, and clears it.
 func (p *Poller) napOver() bool {
 	var b [8]byte
+	p.c.syscalls++
 	_, err := unix.Read(p.tfd, b[:])
 	return err == nil
 }

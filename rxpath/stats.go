@@ -32,7 +32,7 @@ type Stats struct {
 	Naps        uint64 // naps: timed sleeps of Config.Coalesce while packets flow
 	NapsEmpty   uint64 // naps after which the next round took nothing
 	Wakeups     uint64 // sleeps ended by a readable socket
-	Syscalls    uint64 // system calls made by the poller: RX wake-ups, busy polls, epoll_ctl arming the sockets for a sleep or disarming them for a nap or a busy stretch (see disarmAfter)
+	Syscalls    uint64 // system calls made by the poller: RX wake-ups, busy polls, epoll_ctl arming the sockets for a sleep or disarming them for a nap or a busy stretch (see disarmAfter), a nap's timerfd calls and CPU-clock reads (the blocking waits themselves, in the Go runtime's poller, are not counted)
 	FillEmpty   uint64 // refills that found a Fill ring empty
 	FillStarved uint64 // refills that found no frame to put on an empty Fill ring
 	// SleepCost is what the idle rule weighs polling against: how long a
@@ -48,10 +48,12 @@ type Stats struct {
 	ExpectedGap time.Duration
 	// NapTime is how long a nap lasts (a moving average: Config.Coalesce
 	// plus the kernel's timer slack and wake-up), NapCost the CPU time one
-	// costs the poller (a moving average over every 16th nap). With
-	// Config.IdleRounds 0 the poller naps after an empty round while
+	// costs (a biased-low moving average over every 16th nap, read on the
+	// process's CPU clock: other busy threads of the process count too).
+	// With Config.IdleRounds 0 the poller naps after an empty round while
 	// ExpectedGap and the silence since the last packet are shorter than
-	// NapTime and NapCost is less than NapTime; see Config.Coalesce.
+	// NapTime and, unless Config.Coalesce is set explicitly, NapCost is
+	// less than NapTime; see Config.Coalesce.
 	NapTime time.Duration
 	NapCost time.Duration
 	// RoundHistogram counts rounds by packets taken: bucket 0 is 0

@@ -63,13 +63,16 @@ func (p *Poller) initWait() error {
 // CPU that runs the driver) walks the socket's wait queue into this epoll
 // instance and on into the runtime's, under their locks with interrupts
 // off. A poller that receives without sleeping does not need that, and
-// on a saturated receive CPU it is a cost per packet (perf on the
-// generator's CPU in the fwd rows of make bench: sock_def_readable and
-// the unlock after it). So the poller takes its sockets out of the set
-// after disarmAfter rounds in a row that took packets with no sleep
-// between (and for every nap), and puts them back before its next sleep:
-// at most two epoll_ctl calls per socket per disarmAfter rounds, none for
-// a poller that only sleeps.
+// on a saturated receive CPU it is a cost per packet (perf record -C 0
+// on the generator's CPU during make bench's fwd 64 B row, C's forwarder
+// against xdpkit's: sock_def_readable and the unlock after it). So the
+// poller takes its sockets out of the set for every nap and once
+// disarmAfter rounds have taken packets since the last sleep, and puts
+// them back before its next sleep: one EPOLL_CTL_DEL per socket per nap
+// or busy stretch, one EPOLL_CTL_ADD per sleep that follows one, none for
+// a poller that only sleeps. (Adding a socket polls it, and for a socket
+// that also transmits with need_wakeup the kernel's poll may send its
+// pending TX frames then.)
 const disarmAfter = 32
 
 // sleep waits until a socket has descriptors, the Run context ends or
@@ -79,9 +82,8 @@ const disarmAfter = 32
 // file's deadline is set only when the one in place has passed or lies
 // beyond timeout: most sleeps make no timer call.
 //
-// The sockets are armed in the epoll set (EPOLLIN) for a sleep and
-// disarmed for a nap (see nap): an epoll_ctl call per socket when the
-// poller goes from naps to sleeps or back, none while it only sleeps.
+// The sockets are put back into the epoll set for a sleep if a nap or a
+// busy stretch took them out (see disarmAfter).
 func (p *Poller) sleep(timeout time.Duration) (woke, quiet bool, err error) {
 	now := time.Now()
 	if p.deadline.Before(now) || p.deadline.Sub(now) > timeout {

@@ -12,7 +12,7 @@ import (
 const usage = `xdprecv: receive, count and verify UDP traffic through AF_XDP.
 
 Usage: xdprecv -i IFACE [-q N | -queues N|LIST] [-cpus LIST|none] [-port N] [-count N] [-duration D] [-pcap FILE] [-snaplen N] [-metrics 127.0.0.1:PORT]
-               [-latency [-latency-clock auto|device|xdp|user]]`
+               [-latency [-latency-clock auto|device|xdp|user]] [-coalesce D]`
 
 type config struct {
 	iface    string
@@ -29,6 +29,7 @@ type config struct {
 	ring     int
 	xdpMode  string
 	quiet    bool
+	coalesce time.Duration
 	latency  bool
 	clockS   string
 	clock    int
@@ -51,6 +52,7 @@ func main() {
 	fs.IntVar(&c.ring, "ring", 4096, "RX and Fill ring size (power of two)")
 	fs.StringVar(&c.xdpMode, "xdp-mode", "auto", "XDP attach mode: auto, native or generic")
 	fs.BoolVar(&c.quiet, "quiet", false, "no status line per second")
+	fs.DurationVar(&c.coalesce, "coalesce", 0, "the receive poller's nap while packets flow (rxpath.Config.Coalesce): 0 its default (4 sleep costs, at most 800µs; a packet may wait that long), negative never nap")
 	fs.BoolVar(&c.latency, "latency", false, "measure the one-way latency of xdpgen -timestamp packets (turns on RX metadata)")
 	fs.StringVar(&c.clockS, "latency-clock", "auto", "receive time for -latency: auto, device (RX timestamp), xdp (XDP hook time) or user")
 	app.Parse(os.Args[1:])

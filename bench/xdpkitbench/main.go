@@ -59,7 +59,7 @@ type options struct {
 	srcIP, dstIP      netip.Addr
 	srcPort, dstPort  int
 	idleRounds        int           // rxdrop: rxpath.Config.IdleRounds
-	coalesce          time.Duration // rxdrop: rxpath.Config.Coalesce
+	coalesce          time.Duration // rxdrop, fwd: rxpath.Config.Coalesce
 	busyPoll          int           // rxdrop: busy-poll budget (0: off)
 	napiDefer         int           // rxdrop: napi_defer_hard_irqs of -i's NAPIs (-1: leave)
 	napiFlush         time.Duration // rxdrop: gro_flush_timeout of -i's NAPIs (-1: leave)
@@ -169,7 +169,7 @@ func parseArgs(args []string) {
 	num(&o.dstPort, "", "dst-port", 9, "txonly: UDP destination port")
 	num(&o.idleRounds, "", "idle-rounds", 0, "rxdrop: rxpath.Config.IdleRounds (0: the poller's default)")
 	num(&o.busyPoll, "", "busy-poll", 0, "rxdrop: busy-poll with this budget (xsk PreferBusyPoll, rxpath BusyPoll; 0: off)")
-	fs.DurationVar(&o.coalesce, "coalesce", 0, "rxdrop: rxpath.Config.Coalesce, the poller's nap while packets flow (0: its default; negative: never nap)")
+	fs.DurationVar(&o.coalesce, "coalesce", 0, "rxdrop, fwd: rxpath.Config.Coalesce, the poller's nap while packets flow (0: its default; negative: never nap)")
 	num(&o.napiDefer, "", "napi-defer", -1, "rxdrop: set napi_defer_hard_irqs of -i's NAPIs for the run (netdev napi-set; -1: leave)")
 	fs.DurationVar(&o.napiFlush, "napi-gro-flush", -1, "rxdrop: set gro_flush_timeout of -i's NAPIs for the run (-1: leave)")
 	if err := fs.Parse(args); err != nil {
@@ -728,9 +728,9 @@ func runRX(fwd bool) {
 		r.drop = make([]uint64, 0, 2*o.batch)
 		r.comp = make([]uint64, o.ring)
 	}
-	pc := &rxpath.Config{Weight: o.batch, CopyThreshold: -1, FillBatch: o.batch}
+	pc := &rxpath.Config{Weight: o.batch, CopyThreshold: -1, FillBatch: o.batch, Coalesce: o.coalesce}
 	if !fwd {
-		pc.IdleRounds, pc.BusyPoll, pc.Coalesce = o.idleRounds, o.busyPoll > 0, o.coalesce
+		pc.IdleRounds, pc.BusyPoll = o.idleRounds, o.busyPoll > 0
 	}
 	p, err := rxpath.New(pc, in)
 	if err != nil {
@@ -793,8 +793,8 @@ func runRX(fwd bool) {
 	}
 	if fwd {
 		ps, _ := p.Stats() // rounds, full_rounds and sleeps are above
-		fmt.Fprintf(&b, `,"out_iface":%q,"tx_completed":%d,"tx_full":%d,"l3":%v,"not_routed":%d,"syscalls":%d,"wakeups":%d`,
-			o.outIfname, r.completed, r.txFull, o.l3, r.notRouted, ps.Syscalls, ps.Wakeups)
+		fmt.Fprintf(&b, `,"out_iface":%q,"tx_completed":%d,"tx_full":%d,"l3":%v,"not_routed":%d,"syscalls":%d,"wakeups":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d`,
+			o.outIfname, r.completed, r.txFull, o.l3, r.notRouted, ps.Syscalls, ps.Wakeups, ps.Naps, ps.NapsEmpty, ps.NapTime.Nanoseconds())
 	} else {
 		ps, _ := p.Stats() // rounds, full_rounds and sleeps are above
 		fmt.Fprintf(&b, `,"spins":%d,"preempted":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d,"nap_cost_ns":%d,"wakeups":%d,"syscalls":%d,"sleep_cost_ns":%d,"expected_gap_ns":%d`,
