@@ -37,3 +37,30 @@ func TestNapCutShort(t *testing.T) {
 		t.Errorf("the nap's timer is still armed: %+v", cur.Value)
 	}
 }
+
+// TestNapOverrun: naps that last far longer than their timer (a
+// contended CPU wakes the poller late, and the RX ring overflows
+// meanwhile) are not taken, but for one in napProbeEvery to measure
+// again.
+func TestNapOverrun(t *testing.T) {
+	p := &Poller{}
+	p.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(50 * time.Microsecond))}
+	p.napHit, p.gap, p.napCost = napOne, 5*time.Microsecond, time.Microsecond
+	now := 10 * time.Millisecond
+	p.lastPkt = now - 5*time.Microsecond
+	for _, c := range []struct {
+		napLen time.Duration
+		naps   int
+	}{{60 * time.Microsecond, 2 * napProbeEvery}, {napOverrun*50*time.Microsecond + 1, 2}} {
+		p.napLen, p.napProbe = c.napLen, 0
+		n := 0
+		for range 2 * napProbeEvery {
+			if p.napNow(now) {
+				n++
+			}
+		}
+		if n != c.naps {
+			t.Errorf("NapTime %v with a 50µs timer: %d naps in %d chances, want %d", c.napLen, n, 2*napProbeEvery, c.naps)
+		}
+	}
+}

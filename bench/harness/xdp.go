@@ -161,6 +161,10 @@ const procTimeout = 90 * time.Second
 // e.g. to profile it alone; "" for both.
 var onlyImpl string
 
+// goArgs is -goargs: extra arguments for xdpkitbench as the measured
+// receiver or forwarder (rxdrop, fwd, l3fwd), e.g. --coalesce=-1ns.
+var goArgs []string
+
 // niceness is -nice: the scheduling priority of the benchmark programs
 // (both implementations alike), 0 to leave it.
 var niceness int
@@ -628,6 +632,9 @@ func once(ctx context.Context, b *bed, xc xdpCase, im impl, cbin string, secs, g
 				args = append(args, "--l3")
 			}
 			dst = b.p2.B.IPv4.Addr()
+		}
+		if im.name == "xdpkit" {
+			args = append(args, goArgs...)
 		}
 		rx, err := start(ctx, rxNS, meas, im.bin, args...)
 		if err != nil {
