@@ -76,8 +76,11 @@
 // that README.md shows). It prints the tables and the elapsed time.
 // -quick runs every case once, briefly (for CI). -modes and -match pick
 // AF_XDP rows, -impl one implementation, -bin keeps the built programs
-// (for perf report), -nice runs both programs at another nice level; a
-// run narrowed so does not touch the history. Run as root:
+// (for perf report), -nice runs both programs at another nice level,
+// -goargs passes extra arguments to xdpkitbench as the measured receiver
+// or forwarder (e.g. --coalesce=-1ns); a run narrowed or changed so does
+// not touch the history. -render measures nothing and writes summary.md
+// (and -readme) again from results.json. Run as root:
 //
 //	cd bench/harness && go run . -out ../out -readme ../../README.md
 //	cd bench/harness && go run . -quick -out ../out
