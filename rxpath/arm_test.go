@@ -51,7 +51,7 @@ func TestWakeAfterBusy(t *testing.T) {
 			t.Fatal(err)
 		}
 		var st rxpath.Stats
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
 			if st, err = b.poller.Stats(); err != nil {
 				t.Fatal(err)
 			}

@@ -87,14 +87,19 @@ type Config struct {
 	// kernel's NAPI deferral (gro_flush_timeout) does, instead of polling
 	// through the gaps between them or being woken for each. A packet may
 	// wait on the ring for up to a nap (Stats.NapTime: Coalesce plus a
-	// wake-up; by default at most 800 µs plus a wake-up, since SleepCost
-	// is clamped to [2 µs, 200 µs]). The poller naps only while the
+	// wake-up; by default a timer of at most 800 µs, since SleepCost is
+	// clamped to [2 µs, 200 µs], and the wake-up is late on a contended
+	// CPU). The poller naps only while the
 	// expected gap to the next packet and the silence since the last one
 	// are shorter than a nap, and, with the default, a nap costs less CPU
 	// than it lasts (Stats.NapCost, measured on the process's CPU clock);
 	// otherwise the IdleRounds rule decides between polling again and
-	// sleeping until a socket is readable. Negative (or a non-zero
-	// IdleRounds) never naps.
+	// sleeping until a socket is readable. Nor does it nap while naps
+	// overrun: while NapTime exceeds 4 times the nap's timer plus two
+	// SleepCosts (a contended CPU wakes the poller late, and a late nap
+	// leaves the RX ring unattended), but for one chance in 64, to
+	// measure again; this holds for an explicit Coalesce too. Negative
+	// (or a non-zero IdleRounds) never naps.
 	Coalesce time.Duration
 	// Metadata reads the RX metadata record that an XDP program attached
 	// with xsk.ProgramConfig.Metadata writes in front of each frame into

@@ -26,8 +26,10 @@
 //     does. Chosen while packets flow: the expected gap to the next
 //     arrival and the silence since the last packet are shorter than a
 //     nap lasts (Stats.NapTime, measured), at least half the recent naps
-//     found packets, and a nap costs less CPU than it lasts
-//     (Stats.NapCost: the process's CPU time around every 16th nap).
+//     found packets, naps end on time (NapTime within 4 timers plus two
+//     SleepCosts), and a nap costs less CPU than it lasts
+//     (Stats.NapCost: the process's CPU time around every 16th nap;
+//     not weighed with an explicit Config.Coalesce).
 //     Polling through a gap costs the gap itself in CPU, and a wake-up
 //     per packet costs a sleep's CPU per packet and a wake-up on the
 //     sending CPU; a nap costs one sleep for every packet that arrives

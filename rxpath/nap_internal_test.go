@@ -64,3 +64,24 @@ func TestNapOverrun(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseConcurrent: Close is idempotent, also when two calls race
+// (Close holds running while it closes the descriptors, and a second
+// Close must then report nil, not ErrRunning).
+func TestCloseConcurrent(t *testing.T) {
+	for i := 0; i < 2000; i++ {
+		p := &Poller{}
+		if err := p.initWait(); err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() { errs <- p.Close() }()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: concurrent Close: %v", i, err)
+			}
+		}
+	}
+}

@@ -111,6 +111,7 @@ type Poller struct {
 	tfd    int
 	napped func(uintptr) bool
 
+	closeMu  sync.Mutex // serialises Close
 	running  atomic.Bool
 	stop     atomic.Bool
 	closed   atomic.Bool
@@ -236,13 +237,15 @@ func (p *Poller) Close() error {
 	// descriptors, so that no Run starts in between (Run checks closed
 	// after taking running) and uses their numbers after they were
 	// closed and perhaps reused.
+	p.closeMu.Lock()
+	defer p.closeMu.Unlock()
+	if p.closed.Load() {
+		return nil
+	}
 	if !p.running.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
-	if p.closed.Swap(true) {
-		p.running.Store(false)
-		return nil
-	}
+	p.closed.Store(true)
 	err := errors.Join(p.ep.Close(), p.tf.Close())
 	p.running.Store(false)
 	if p.socksOpen() {
@@ -304,8 +307,11 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 		nap = napFactor * p.sleepCost
 	}
 	p.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(max(nap, 0)))}
-	if p.napLen == 0 {
-		p.napLen = nap // measured from the first nap on, kept across Runs
+	if p.napLen == 0 || p.napLen > p.napOverrunAt() {
+		// Measured from the first nap on and kept across Runs, but not
+		// an overrun from an earlier Run's contended CPU: this Run's
+		// timer comes from a fresh SleepCost.
+		p.napLen = nap
 	}
 	p.deadline, p.busy = time.Time{}, 0
 	p.stop.Store(false)
@@ -546,7 +552,7 @@ func (p *Poller) napNow(now time.Duration) bool {
 	if p.gap >= p.napLen || quiet >= p.napLen || p.napHit < napOne/2 {
 		return false
 	}
-	if spec := time.Duration(p.napSpec.Value.Nano()); p.napLen > napOverrun*spec {
+	if p.napLen > p.napOverrunAt() {
 		// Naps end far later than their timer (NapTime): the CPU is
 		// contended (on veth, by the softirq work of this very
 		// traffic, ksoftirqd), and a nap that wakes late leaves the
@@ -568,11 +574,17 @@ func (p *Poller) napNow(now time.Duration) bool {
 }
 
 // napOverrun: naps that last (NapTime, a moving average) more than
-// napOverrun times their timer are not taken, but to measure again. make
+// napOverrun times their timer, plus two wake-ups (SleepCost), are not
+// taken, but to measure again. make
 // bench's l3fwd 1500 B row lost 6-8% of its frames to RX ring overflow
 // in two of five runs with naps of 0.4-1.5 ms on average (a 35-80 µs
 // timer), and none without naps (xdpkitbench --coalesce=-1ns).
 const napOverrun = 4
+
+// napOverrunAt is the NapTime beyond which naps overrun (see napOverrun).
+func (p *Poller) napOverrunAt() time.Duration {
+	return napOverrun*time.Duration(p.napSpec.Value.Nano()) + 2*p.sleepCost
+}
 
 // napProbeEvery: while naps are found to cost what they last, one in
 // napProbeEvery times one would otherwise be taken, it is, to measure
@@ -1048,7 +1060,11 @@ func (p *Poller) anyReady() bool {
 // calls it, so there is no need to unless the frames are wanted back
 // before Close.
 func (p *Poller) Reclaim() (int, error) {
-	if p.running.Load() {
+	// Once closed (which Close sets while it holds running), no Run gets
+	// past its closed check, and running may only be a concurrent Close
+	// or a Run on its way out: Reclaim touches neither's descriptors and
+	// takes mu, which Run holds while it runs.
+	if !p.closed.Load() && p.running.Load() {
 		return 0, ErrRunning
 	}
 	p.mu.Lock()

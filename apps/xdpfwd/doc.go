@@ -40,10 +40,11 @@
 // the first buffer.
 //
 // The receive poller naps while packets flow (rxpath.Config.Coalesce,
-// by default 4 of the host's measured sleep costs, at most 800 µs): it
-// takes fewer wake-ups and less CPU per packet at moderate rates, and a
-// packet may wait up to a nap on the ring. -coalesce sets the nap;
-// -coalesce -1ns never naps.
+// by default 4 of the host's measured sleep costs, a timer of at most
+// 800 µs): it takes fewer wake-ups and less CPU per packet at moderate
+// rates, and a packet may wait up to a nap on the ring. -coalesce sets
+// the nap's timer (naps are still skipped while they overrun it on a
+// contended CPU); -coalesce -1ns never naps.
 //
 // It prints one status line per second and a final summary (a line
 // "summary {json}") on SIGINT or SIGTERM, after detaching the XDP

@@ -52,7 +52,7 @@ func main() {
 	fs.IntVar(&c.icmpRate, "icmp-rate", 100, "l3: ICMP time exceeded messages per second at most, per queue (0: none)")
 	fs.StringVar(&c.xdpMode, "xdp-mode", "auto", "XDP attach mode: auto, native or generic")
 	fs.BoolVar(&c.quiet, "quiet", false, "no status line per second")
-	fs.DurationVar(&c.coalesce, "coalesce", 0, "the receive poller's nap while packets flow (rxpath.Config.Coalesce): 0 its default (4 sleep costs, at most 800µs; a packet may wait that long), negative never nap")
+	fs.DurationVar(&c.coalesce, "coalesce", 0, "the receive poller's nap timer while packets flow (rxpath.Config.Coalesce): 0 its default (4 sleep costs, at most 800µs; a packet may wait that long), negative never nap")
 	app.Parse(os.Args[1:])
 
 	if _, err := cli.CheckInterface(c.in); err != nil {

@@ -45,8 +45,9 @@
 // seconds, nanoseconds, captured length, original length).
 //
 // The receive poller naps while packets flow (rxpath.Config.Coalesce,
-// by default 4 of the host's measured sleep costs, at most 800 µs): it
-// takes fewer wake-ups and less CPU per packet at moderate rates, and a
-// packet may wait up to a nap on the ring. -coalesce sets the nap;
-// -coalesce -1ns never naps.
+// by default 4 of the host's measured sleep costs, a timer of at most
+// 800 µs): it takes fewer wake-ups and less CPU per packet at moderate
+// rates, and a packet may wait up to a nap on the ring. -coalesce sets
+// the nap's timer (naps are still skipped while they overrun it on a
+// contended CPU); -coalesce -1ns never naps.
 package main

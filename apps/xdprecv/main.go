@@ -52,7 +52,7 @@ func main() {
 	fs.IntVar(&c.ring, "ring", 4096, "RX and Fill ring size (power of two)")
 	fs.StringVar(&c.xdpMode, "xdp-mode", "auto", "XDP attach mode: auto, native or generic")
 	fs.BoolVar(&c.quiet, "quiet", false, "no status line per second")
-	fs.DurationVar(&c.coalesce, "coalesce", 0, "the receive poller's nap while packets flow (rxpath.Config.Coalesce): 0 its default (4 sleep costs, at most 800µs; a packet may wait that long), negative never nap")
+	fs.DurationVar(&c.coalesce, "coalesce", 0, "the receive poller's nap timer while packets flow (rxpath.Config.Coalesce): 0 its default (4 sleep costs, at most 800µs; a packet may wait that long), negative never nap")
 	fs.BoolVar(&c.latency, "latency", false, "measure the one-way latency of xdpgen -timestamp packets (turns on RX metadata)")
 	fs.StringVar(&c.clockS, "latency-clock", "auto", "receive time for -latency: auto, device (RX timestamp), xdp (XDP hook time) or user")
 	app.Parse(os.Args[1:])

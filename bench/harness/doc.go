@@ -78,8 +78,9 @@
 // AF_XDP rows, -impl one implementation, -bin keeps the built programs
 // (for perf report), -nice runs both programs at another nice level,
 // -goargs passes extra arguments to xdpkitbench as the measured receiver
-// or forwarder (e.g. --coalesce=-1ns); a run narrowed or changed so does
-// not touch the history. -render measures nothing and writes summary.md
+// or forwarder (e.g. --coalesce=-1ns, not with -readme); a run narrowed
+// by -only, -modes, -match or -impl, or with -goargs, does not touch the
+// history. -render measures nothing and writes summary.md
 // (and -readme) again from results.json. Run as root:
 //
 //	cd bench/harness && go run . -out ../out -readme ../../README.md

@@ -102,6 +102,9 @@ func main() {
 		c.match = re
 	}
 	goArgs = strings.Fields(*goargs)
+	if len(goArgs) > 0 && c.readme != "" {
+		fatalf("-goargs with -readme: README's figures are the defaults'")
+	}
 	c.genCPU, c.measCPU = 0, 1
 	if runtime.NumCPU() < 2 {
 		c.measCPU = 0
