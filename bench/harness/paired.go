@@ -143,14 +143,6 @@ func writePaired(b *strings.Builder, rows []PairedResult) {
 	}
 }
 
-// ratioString prints a ratio with three decimals, or four where three
-// would round a ratio to 1.000 from either side (the verdict is strict).
-func ratioString(r float64) string {
-	for d := 3; d < 6; d++ {
-		s := fmt.Sprintf("%.*f", d, r)
-		if r == 1 || s != fmt.Sprintf("%.*f", d, 1.0) {
-			return s
-		}
-	}
-	return fmt.Sprintf("%.6f", r)
-}
+// ratioString prints a ratio with three decimals, or more where three
+// would round it to 1.000 from either side (the verdict is strict).
+func ratioString(r float64) string { return ratioDigits(r, 3) }

@@ -145,13 +145,16 @@ func writeTargets(b *strings.Builder, ts []Target) {
 }
 
 // ratio2 prints a ratio with two decimals, or more where two would round
-// the wrong side of 1.00 (the verdicts are strict).
-func ratio2(r float64) string {
-	for d := 2; d < 5; d++ {
-		s := fmt.Sprintf("%.*f", d, r)
-		if r == 1 || s != fmt.Sprintf("%.*f", d, 1.0) {
+// it to 1.00 from either side (the verdicts are strict).
+func ratio2(r float64) string { return ratioDigits(r, 2) }
+
+// ratioDigits prints r with d decimals, or up to three more where d
+// would round it to exactly 1 from either side.
+func ratioDigits(r float64, d int) string {
+	for n := d; n < d+3; n++ {
+		if s := fmt.Sprintf("%.*f", n, r); r == 1 || s != fmt.Sprintf("%.*f", n, 1.0) {
 			return s
 		}
 	}
-	return fmt.Sprintf("%.5f", r)
+	return fmt.Sprintf("%.*f", d+3, r)
 }
