@@ -39,6 +39,12 @@
 // received and forwarded as multi-buffer chains, the headers rewritten in
 // the first buffer.
 //
+// A UDP or TCP checksum that a sender behind a software device (veth)
+// left partial (tx checksum offload: the field holds the pseudo-header
+// sum) is finished before the frame goes out, in a multi-buffer chain
+// too, as the kernel's forwarding path would; the summary counts them
+// (PartialFinished).
+//
 // The receive poller naps while packets flow (rxpath.Config.Coalesce,
 // by default 4 of the host's measured sleep costs, a timer of at most
 // 800 µs): it takes fewer wake-ups and less CPU per packet at moderate

@@ -130,28 +130,47 @@ func (f *forwarder) finishPartial(ip []byte) {
 // It is true for what it does not work out itself (IPv6 extension
 // headers): VerifyTransport then decides.
 func (f *forwarder) mayBePartial(ip []byte) bool {
-	fr := &f.fr
-	l4 := fr.L4 - fr.L3
-	n := len(ip) - l4 // the transport segment
-	field := l4 + 6
-	if fr.Proto == pkt.ProtoTCP {
-		field = l4 + 16
-	}
-	if n < 0 || field+2 > len(ip) {
+	l4 := f.fr.L4 - f.fr.L3
+	field := f.checksumField()
+	if len(ip) < l4 || field+2 > len(ip) {
 		return true
 	}
-	var pseudo uint32
+	pseudo, ok := f.pseudoHeader(len(ip) - l4)
+	if !ok {
+		return true
+	}
+	return holdsPseudo(binary.BigEndian.Uint16(ip[field:]), pseudo)
+}
+
+// checksumField is the offset of f.fr's UDP or TCP checksum field from
+// the start of its IP header.
+func (f *forwarder) checksumField() int {
+	if f.fr.Proto == pkt.ProtoTCP {
+		return f.fr.L4 - f.fr.L3 + 16
+	}
+	return f.fr.L4 - f.fr.L3 + 6
+}
+
+// pseudoHeader returns the pseudo-header sum of f.fr's transport segment,
+// n bytes long; ok is false for IPv6 with extension headers, which
+// it does not walk.
+func (f *forwarder) pseudoHeader(n int) (sum uint32, ok bool) {
+	fr := &f.fr
 	switch {
 	case fr.EtherType == pkt.EtherTypeIPv4:
-		pseudo = csum.PseudoHeaderIPv4(fr.Src.As4(), fr.Dst.As4(), fr.Proto, uint16(n))
-	case fr.EtherType == pkt.EtherTypeIPv6 && l4 == 40:
-		pseudo = csum.PseudoHeaderIPv6(fr.Src.As16(), fr.Dst.As16(), fr.Proto, uint32(n))
-	default:
-		return true
+		return csum.PseudoHeaderIPv4(fr.Src.As4(), fr.Dst.As4(), fr.Proto, uint16(n)), true
+	case fr.EtherType == pkt.EtherTypeIPv6 && fr.L4-fr.L3 == 40:
+		return csum.PseudoHeaderIPv6(fr.Src.As16(), fr.Dst.As16(), fr.Proto, uint32(n)), true
 	}
-	got, want := binary.BigEndian.Uint16(ip[field:]), csum.Fold(pseudo)
-	// 0 and 0xFFFF are the same ones'-complement number (and no other
-	// pair of a value and its complement is).
+	return 0, false
+}
+
+// holdsPseudo reports whether a checksum field holding got can be partial:
+// whether it equals the folded pseudo-header sum. 0 and 0xFFFF are the
+// same ones'-complement number (and no other pair of a value and its
+// complement is).
+func holdsPseudo(got uint16, pseudo uint32) bool {
+	want := csum.Fold(pseudo)
 	return got == want || got == 0 && want == 0xffff || got == 0xffff && want == 0
 }
 
@@ -236,11 +255,12 @@ func (f *forwarder) handle(p *rxpath.Packet, in *port) {
 			return
 		}
 	}
-	// Only a packet whose IP datagram lies in its first buffer: a
-	// multi-buffer packet's IPLen runs past p.Data (finishing a partial
-	// checksum across a chain is not done yet).
-	if in.software && fr.L4 != 0 && !fr.Fragment && (fr.Proto == pkt.ProtoUDP || fr.Proto == pkt.ProtoTCP) && fr.L3+fr.IPLen <= len(b) {
-		f.finishPartial(b[fr.L3 : fr.L3+fr.IPLen])
+	if in.software && fr.L4 != 0 && !fr.Fragment && (fr.Proto == pkt.ProtoUDP || fr.Proto == pkt.ProtoTCP) {
+		if fr.L3+fr.IPLen <= len(b) {
+			f.finishPartial(b[fr.L3 : fr.L3+fr.IPLen])
+		} else {
+			f.finishPartialChain(p) // a multi-buffer packet: IPLen runs past p.Data
+		}
 	}
 	pkt.SetMACs(b, dst, out.mac)
 	out.pend = p.Keep(out.pend)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 
+	"github.com/xdpkit/xdpkit/csum"
 	"github.com/xdpkit/xdpkit/internal/pkt"
 	"github.com/xdpkit/xdpkit/rxpath"
 )
@@ -81,4 +82,53 @@ func ipStart(b []byte) (int, uint16) {
 		}
 		return 0, 0
 	}
+}
+
+// finishPartialChain is finishPartial for a multi-buffer packet p (parsed
+// into f.fr), whose IP datagram runs on past its first buffer: it decides
+// as csum.VerifyTransport would on the whole datagram (Partial: the field
+// holds the pseudo-header sum and the datagram does not sum to a finished
+// checksum; an IPv4 UDP field of 0 is "no checksum") and fills the field
+// as csum.FillTransport would, summing the segment buffer by buffer. The
+// checksum field must lie in the first buffer; an IPv6 packet with
+// extension headers is left alone.
+func (f *forwarder) finishPartialChain(p *rxpath.Packet) {
+	fr := &f.fr
+	b := p.Data[fr.L3:]
+	field := f.checksumField()
+	n := fr.IPLen - (fr.L4 - fr.L3) // the transport segment
+	if field+2 > len(b) || n < 0 {
+		return
+	}
+	pseudo, ok := f.pseudoHeader(n)
+	if !ok {
+		return
+	}
+	got := binary.BigEndian.Uint16(b[field:])
+	if !holdsPseudo(got, pseudo) || got == 0 && fr.Proto == pkt.ProtoUDP && fr.EtherType == pkt.EtherTypeIPv4 {
+		return
+	}
+	sum, done, skip := pseudo, 0, fr.L4
+	for _, s := range p.Segments {
+		if skip >= len(s) {
+			skip -= len(s)
+			continue
+		}
+		s = s[skip:min(len(s), skip+n-done)]
+		skip = 0
+		sum = csum.Combine(sum, csum.Sum(s, 0), done)
+		if done += len(s); done == n {
+			break
+		}
+	}
+	if done != n || csum.Finish(sum) == 0 {
+		return // shorter than its IP length (parse refuses that), or finished already
+	}
+	sum = csum.Add(sum, uint32(^got)) // as if the field were 0
+	v := csum.Finish(sum)
+	if fr.Proto == pkt.ProtoUDP {
+		v = csum.FinishUDP(sum)
+	}
+	binary.BigEndian.PutUint16(b[field:], v)
+	f.c.partialFinished.Add(1)
 }

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/xdpkit/xdpkit/csum"
 	"github.com/xdpkit/xdpkit/internal/pkt"
 	"github.com/xdpkit/xdpkit/rxpath"
 )
@@ -93,4 +94,90 @@ func FuzzParseChain(f *testing.F) {
 			t.Fatal("parse wrote into the packet")
 		}
 	})
+}
+
+// TestFinishPartialChain: over chains cut at even and odd offsets, IPv4
+// and IPv6, and many checksum field values, finishPartialChain finishes
+// exactly what csum.VerifyTransport calls Partial on the whole datagram,
+// to a checksum that verifies (also one computed as 0, sent as 0xFFFF),
+// and leaves the rest alone.
+func TestFinishPartialChain(t *testing.T) {
+	for _, c := range []struct{ v6, zero bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		v6, zero := c.v6, c.zero
+		for _, seg := range []int{1792, 1791, 1000, 333} {
+			p0 := jumbo(v6, 9000, seg)
+			whole := func(p *rxpath.Packet) []byte {
+				var b []byte
+				for _, s := range p.Segments {
+					b = append(b, s...)
+				}
+				return b
+			}
+			b0 := whole(p0)
+			for i := range b0[64:] {
+				b0[64+i] = byte(i*7 + i>>8) // a payload that sums to something
+			}
+			f := testForwarder()
+			if err := pkt.Parse(b0, &f.fr); err != nil {
+				t.Fatal(err)
+			}
+			l3, field := f.fr.L3, f.fr.L4+6
+			if err := csum.FillTransport(b0[l3:]); err != nil {
+				t.Fatal(err)
+			}
+			good := binary.BigEndian.Uint16(b0[field:])
+			if zero {
+				// Add the checksum to a payload word: the datagram then
+				// sums to a computed 0, which UDP sends as 0xFFFF.
+				w := binary.BigEndian.Uint16(b0[100:])
+				binary.BigEndian.PutUint16(b0[100:], csum.Fold(uint32(w)+uint32(good)))
+				if err := csum.FillTransport(b0[l3:]); err != nil {
+					t.Fatal(err)
+				}
+				if good = binary.BigEndian.Uint16(b0[field:]); good != 0xffff {
+					t.Fatalf("crafted a checksum of %#04x, want 0xffff", good)
+				}
+			}
+			values := []uint16{0, 0xffff, good, ^good}
+			for v := uint32(1); v < 1<<16; v += 251 {
+				values = append(values, uint16(v))
+			}
+			var pseudo uint16
+			if v6 {
+				pseudo = csum.Fold(csum.PseudoHeaderIPv6(f.fr.Src.As16(), f.fr.Dst.As16(), pkt.ProtoUDP, uint32(9000-54)))
+			} else {
+				pseudo = csum.Fold(csum.PseudoHeaderIPv4(f.fr.Src.As4(), f.fr.Dst.As4(), pkt.ProtoUDP, uint16(9000-34)))
+			}
+			values = append(values, pseudo, ^pseudo)
+			for _, v := range values {
+				b := append([]byte(nil), b0...)
+				binary.BigEndian.PutUint16(b[field:], v)
+				p := &rxpath.Packet{Len: len(b)}
+				for off := 0; off < len(b); off += seg {
+					p.Segments = append(p.Segments, b[off:min(off+seg, len(b))])
+				}
+				p.Data = p.Segments[0]
+				f := testForwarder()
+				if err := f.parse(p); err != nil {
+					t.Fatal(err)
+				}
+				verdict, err := csum.VerifyTransport(append([]byte(nil), b[l3:]...))
+				f.finishPartialChain(p)
+				finished := f.c.partialFinished.Load() == 1
+				if finished != (err == nil && verdict == csum.Partial) {
+					t.Fatalf("v6 %v, buffers of %d, field %#04x: finished %v, VerifyTransport says %v (%v)", v6, seg, v, finished, verdict, err)
+				}
+				got := binary.BigEndian.Uint16(b[field:])
+				if !finished {
+					if got != v {
+						t.Fatalf("v6 %v, buffers of %d, field %#04x: changed to %#04x", v6, seg, v, got)
+					}
+					continue
+				}
+				if v, err := csum.VerifyTransport(b[l3:]); err != nil || v != csum.Good {
+					t.Fatalf("v6 %v, buffers of %d: after finishing %#04x: %v, %v", v6, seg, got, v, err)
+				}
+			}
+		}
+	}
 }
