@@ -25,9 +25,14 @@
 //     on the return link and on the L3 sink's link; RX-drop by the
 //     receiver, with the generator's
 //     completions (loss) and the socket's XDP_STATISTICS beside it. The
-//     harness reads /proc/stat (every CPU's user, sys, softirq) and the
-//     programs' /proc/PID/stat around the traffic (cpu.go) and reports
-//     CPU-seconds per million counted packets. Each case alternates the C
+//     harness reads /proc/stat (every CPU's user, sys, softirq, in 10 ms
+//     ticks) and the programs' CPU time around the traffic (cpu.go) and
+//     reports CPU-seconds per million counted packets. A program's total
+//     is read in ns from its process CPU clock (sum_exec_runtime of all
+//     its threads, exited ones included), or from the rusage of one that
+//     has exited; the user/sys split beside it (/proc/PID/stat, rusage) is
+//     tick-sampled, so at 100 kpps for 2 s only the total is finer than
+//     0.05 CPU-s per million packets. Each case alternates the C
 //     reference (bench/c/xdpbench) and xdpkit (bench/xdpkitbench), after
 //     one warm-up run of each per frame size, -runs times (5) of -seconds
 //     (2); the generator or peer runs on CPU 0, the measured program on

@@ -147,7 +147,7 @@ func TestReport(t *testing.T) {
 		Runs:    5, Seconds: 2, Pinned: true,
 		XDP: []XDPCase{{Mode: "txonly", Size: 64, Strategy: "sender",
 			C: []XDPRun{{Mpps: 2}, {Mpps: 2.2}}, Go: []XDPRun{{Mpps: 1}, {Mpps: 1.1}},
-			CSum: RunSummary{Mpps: 2.1, CPUsPerM: []CPUTime{{1, 2, 3}}}, GoSum: RunSummary{Mpps: 1.05, ProgPerM: CPUTime{0.25, 0.5, 0}},
+			CSum: RunSummary{Mpps: 2.1, CPUsPerM: []CPUTime{{User: 1, Sys: 2, Softirq: 3}}}, GoSum: RunSummary{Mpps: 1.05, ProgPerM: CPUTime{User: 0.25, Sys: 0.5, Exec: 0.7}},
 			CMedian: 2.1, GoMedian: 1.05, Ratio: 0.5}},
 		Micro: []MicroResult{
 			{Lang: "go", Bench: "sum", Impl: "default", Size: 1500, Ns: 12, GBps: 125},
@@ -163,7 +163,7 @@ func TestReport(t *testing.T) {
 	out := report(r)
 	for _, want := range []string{
 		"at commit abc on Test CPU", "| txonly 64 B sender | C | 2.100 |  | 0.00% | 0 | 0.000 | - | 1.000/2.000/3.000 |",
-		"| txonly 64 B sender | xdpkit | 1.050 | 0.50 | 0.00% | 0 | 0.750 | - |", "default 12 ns (125.0 GB/s)",
+		"| txonly 64 B sender | xdpkit | 1.050 | 0.50 | 0.00% | 0 | 0.700 | - |", "default 12 ns (125.0 GB/s)",
 		"avx2 24 ns (62.5 GB/s)", "FAIL (1 of 2 cells pass)", "| seen | 64 | hot | offload | 7.0 (8.0) | **9.0 (10.0)** | 5.0 (6.0) | - |",
 		"| unseen | 64 | cold | no-offload |", "| 0.900 | FAIL |",
 	} {

@@ -132,7 +132,9 @@ func writeXDP(b *strings.Builder, r *Results) {
 		"sink namespace, RX-drop by the receiver " +
 		"(loss is against the generator's completions; xsk drops are the socket's XDP_STATISTICS rx_dropped + rx_ring_full). " +
 		"CPU columns are CPU-seconds per million counted packets, medians over the runs: the measured program " +
-		"(user+sys, /proc/PID/stat), the generator process, and each CPU (user/sys/softirq, /proc/stat). " +
+		"and the generator process (on-CPU time of all their threads, exited ones included, read in ns from the " +
+		"process's CPU clock, or the rusage of one that exited; the user/sys split in results.json is tick-sampled " +
+		"from /proc/PID/stat, the total is not), and each CPU (user/sys/softirq, /proc/stat, in 10 ms ticks). " +
 		"The generator or peer runs on CPU 0 and the measured program on CPU 1; veth runs the receiving side's XDP " +
 		"and the copy into the receiver's UMEM on the sending CPU (CPU 0 for RX-drop and forwarding). " +
 		"The whole machine's CPUs are counted: other work on it shows up there too.\n")
@@ -172,7 +174,7 @@ func writeXDP(b *strings.Builder, r *Results) {
 		for _, c := range rows {
 			ncpu = max(ncpu, len(c.CSum.CPUsPerM), len(c.GoSum.CPUsPerM))
 		}
-		b.WriteString("| case | impl | Mpps | xdpkit/C | loss | xsk drops | program usr+sys | generator usr+sys |")
+		b.WriteString("| case | impl | Mpps | xdpkit/C | loss | xsk drops | program CPU | generator CPU |")
 		for i := 0; i < ncpu; i++ {
 			fmt.Fprintf(b, " CPU %d usr/sys/si |", i)
 		}

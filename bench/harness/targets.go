@@ -11,7 +11,8 @@ type Target struct {
 	// Name is the case as the AF_XDP tables name it.
 	Name string `json:"name"`
 	// What is compared: "Mpps" (higher is better), "CPU" (the measured
-	// program's user+sys CPU-seconds per million counted packets; lower
+	// program's CPU-seconds per million counted packets, its on-CPU
+	// time read in ns; lower
 	// is better) or "speed" (csum's paired comparison: C's ns over Go's,
 	// higher is better).
 	What string `json:"what"`
@@ -125,7 +126,7 @@ func writeTargets(b *strings.Builder, ts []Target) {
 	b.WriteString("xdpkit/C from the tables below, of the medians over the runs; *spread* is the range of xdpkit/C " +
 		"over the runs paired as they alternated (for csum: the 10th-90th percentiles over the blocks). Mpps and speed " +
 		"rows are met at 1.00 or more (speed: C's ns over Go's). CPU rows compare the receiver's " +
-		"user+sys CPU-seconds per million packets and are met at 1.00 or less, when xdpkit delivered at least 99% " +
+		"CPU-seconds per million packets (its on-CPU time, read in ns) and are met at 1.00 or less, when xdpkit delivered at least 99% " +
 		"of C's rate.\n\n")
 	b.WriteString("| goal | compared | xdpkit/C | spread | |\n|---|---|---:|---|---|\n")
 	for _, t := range ts {

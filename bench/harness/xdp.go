@@ -75,8 +75,9 @@ type XDPRun struct {
 	// OfferedMpps is the generator's own completion rate (rxdrop, fwd).
 	OfferedMpps float64 `json:"offered_mpps,omitempty"`
 	// CPU time over the run, in seconds: the measured program (user,
-	// sys), the generator process (rxdrop, fwd) and every CPU (user, sys,
-	// softirq from /proc/stat); *PerM are the same per million Frames.
+	// sys tick-sampled, Exec in ns), the generator process (rxdrop, fwd)
+	// and every CPU (user, sys, softirq from /proc/stat); *PerM are the
+	// same per million Frames.
 	Prog     CPUTime   `json:"prog_cpu"`
 	Gen      CPUTime   `json:"gen_cpu"`
 	CPUs     []CPUTime `json:"cpus"`
@@ -114,7 +115,7 @@ func summarize(runs []XDPRun) RunSummary {
 	}
 	cpu := func(f func(r XDPRun) CPUTime) CPUTime {
 		return CPUTime{col(func(r XDPRun) float64 { return f(r).User }), col(func(r XDPRun) float64 { return f(r).Sys }),
-			col(func(r XDPRun) float64 { return f(r).Softirq })}
+			col(func(r XDPRun) float64 { return f(r).Softirq }), col(func(r XDPRun) float64 { return f(r).Exec })}
 	}
 	s.Mpps = col(func(r XDPRun) float64 { return r.Mpps })
 	s.Loss = col(func(r XDPRun) float64 { return r.Loss })
@@ -521,8 +522,8 @@ func runMode(ctx context.Context, c *config, mode string, impls []impl, cbin str
 				} else {
 					res.Go = append(res.Go, run)
 				}
-				logf("  %-28s %-6s run %d: %.3f Mpps counted (own %d, sent %d, loss %.2f%%), prog %.2f CPU-s/Mpkt",
-					caseName(xc), im.name, r, run.Mpps, run.Own, run.Sent, 100*run.Loss, run.ProgPerM.Total())
+				logf("  %-28s %-6s run %d: %.3f Mpps counted (own %d, sent %d, loss %.2f%%), prog %.3f CPU-s/Mpkt (usr+sys in ticks %.3f)",
+					caseName(xc), im.name, r, run.Mpps, run.Own, run.Sent, 100*run.Loss, run.ProgPerM.Total(), run.ProgPerM.User+run.ProgPerM.Sys)
 			}
 		}
 		res.CSum, res.GoSum = summarize(res.C), summarize(res.Go)
@@ -558,7 +559,8 @@ func rateName(pps int) string {
 }
 
 // usage is what a finished process used: user and system time of all its
-// threads (rusage).
+// threads (rusage), and their sum as Exec (the kernel scales the
+// tick-sampled split so that it adds up to sum_exec_runtime).
 func (p *proc) usage() CPUTime {
 	if p.cmd.ProcessState == nil {
 		return CPUTime{}
@@ -568,11 +570,13 @@ func (p *proc) usage() CPUTime {
 		return CPUTime{}
 	}
 	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
-	return CPUTime{User: tv(ru.Utime), Sys: tv(ru.Stime)}
+	u, s := tv(ru.Utime), tv(ru.Stime)
+	return CPUTime{User: u, Sys: s, Exec: u + s}
 }
 
 // once runs one measurement of im in case xc. The harness reads the CPU
-// counters (/proc/stat, the programs' /proc/PID/stat) around the traffic,
+// counters (/proc/stat, the programs' CPU clocks and /proc/PID/stat, or
+// the rusage of a program that has exited) around the traffic,
 // and counts the frames at xc's independent point.
 func once(ctx context.Context, b *bed, xc xdpCase, im impl, cbin string, secs, gen, meas int) (XDPRun, error) {
 	var run XDPRun
@@ -597,7 +601,7 @@ func once(ctx context.Context, b *bed, xc xdpCase, im impl, cbin string, secs, g
 			return run, err
 		}
 		c0, err1 := cpuStat()
-		p0, err2 := procStat(p.cmd.Process.Pid)
+		p0, err2 := procCPU(p.cmd.Process.Pid)
 		if err := errors.Join(err1, err2); err != nil {
 			p.kill()
 			return run, err
@@ -663,7 +667,7 @@ func once(ctx context.Context, b *bed, xc xdpCase, im impl, cbin string, secs, g
 			gargs = append(gargs, "--rate", strconv.Itoa(xc.rate))
 		}
 		c0, err1 := cpuStat()
-		p0, err2 := procStat(rx.cmd.Process.Pid)
+		p0, err2 := procCPU(rx.cmd.Process.Pid)
 		g, err3 := start(ctx, b.p1.A.NS, gen, cbin, gargs...)
 		if err := errors.Join(err1, err2, err3); err != nil {
 			rx.kill()
@@ -673,7 +677,7 @@ func once(ctx context.Context, b *bed, xc xdpCase, im impl, cbin string, secs, g
 			rx.kill()
 			return run, fmt.Errorf("generator: %w", err)
 		}
-		g0, gerr := procStat(g.cmd.Process.Pid)
+		g0, gerr := procCPU(g.cmd.Process.Pid)
 		gm, graw, err := g.result()
 		if err := errors.Join(gerr, err); err != nil {
 			rx.kill()
@@ -681,7 +685,7 @@ func once(ctx context.Context, b *bed, xc xdpCase, im impl, cbin string, secs, g
 		}
 		time.Sleep(200 * time.Millisecond) // frames in flight
 		c1, err1 := cpuStat()
-		p1, err2 := procStat(rx.cmd.Process.Pid)
+		p1, err2 := procCPU(rx.cmd.Process.Pid)
 		var n1 uint64
 		var err4 error
 		if b.count != nil {

@@ -60,6 +60,7 @@ type options struct {
 	srcPort, dstPort  int
 	idleRounds        int           // rxdrop: rxpath.Config.IdleRounds
 	coalesce          time.Duration // rxdrop, fwd: rxpath.Config.Coalesce
+	fillFrames        int           // fwd: rxpath.Config.FillFrames (0: the Fill ring's size)
 	busyPoll          int           // rxdrop: busy-poll budget (0: off)
 	napiDefer         int           // rxdrop: napi_defer_hard_irqs of -i's NAPIs (-1: leave)
 	napiFlush         time.Duration // rxdrop: gro_flush_timeout of -i's NAPIs (-1: leave)
@@ -167,6 +168,7 @@ func parseArgs(args []string) {
 	fs.Var(ipFlag{&o.dstIP}, "dst-ip", "txonly: destination IPv4")
 	num(&o.srcPort, "", "src-port", 12345, "txonly: UDP source port")
 	num(&o.dstPort, "", "dst-port", 9, "txonly: UDP destination port")
+	num(&o.fillFrames, "", "fill-frames", 0, "fwd: frames kept on the Fill ring, rxpath.Config.FillFrames (0: the ring's size)")
 	num(&o.idleRounds, "", "idle-rounds", 0, "rxdrop: rxpath.Config.IdleRounds (0: the poller's default)")
 	num(&o.busyPoll, "", "busy-poll", 0, "rxdrop: busy-poll with this budget (xsk PreferBusyPoll, rxpath BusyPoll; 0: off)")
 	fs.DurationVar(&o.coalesce, "coalesce", 0, "rxdrop, fwd: rxpath.Config.Coalesce, the poller's nap while packets flow (0: its default; negative: never nap)")
@@ -214,6 +216,10 @@ func parseArgs(args []string) {
 		die("--tx %q: want sender or ring", o.tx)
 	case o.l3 && o.mode != "fwd":
 		die("--l3 is only for fwd")
+	case o.fillFrames != 0 && o.mode != "fwd":
+		die("--fill-frames is only for fwd")
+	case o.fillFrames < 0 || o.fillFrames > o.ring:
+		die("--fill-frames %d: want 0..%d (the ring)", o.fillFrames, o.ring)
 	}
 }
 
@@ -731,6 +737,8 @@ func runRX(fwd bool) {
 	pc := &rxpath.Config{Weight: o.batch, CopyThreshold: -1, FillBatch: o.batch, Coalesce: o.coalesce}
 	if !fwd {
 		pc.IdleRounds, pc.BusyPoll = o.idleRounds, o.busyPoll > 0
+	} else {
+		pc.FillFrames = o.fillFrames
 	}
 	p, err := rxpath.New(pc, in)
 	if err != nil {
@@ -793,8 +801,12 @@ func runRX(fwd bool) {
 	}
 	if fwd {
 		ps, _ := p.Stats() // rounds, full_rounds and sleeps are above
-		fmt.Fprintf(&b, `,"out_iface":%q,"tx_completed":%d,"tx_full":%d,"l3":%v,"not_routed":%d,"syscalls":%d,"wakeups":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d`,
-			o.outIfname, r.completed, r.txFull, o.l3, r.notRouted, ps.Syscalls, ps.Wakeups, ps.Naps, ps.NapsEmpty, ps.NapTime.Nanoseconds())
+		fill := o.fillFrames
+		if fill == 0 {
+			fill = o.ring
+		}
+		fmt.Fprintf(&b, `,"out_iface":%q,"tx_completed":%d,"tx_full":%d,"l3":%v,"not_routed":%d,"syscalls":%d,"wakeups":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d,"fill_frames":%d`,
+			o.outIfname, r.completed, r.txFull, o.l3, r.notRouted, ps.Syscalls, ps.Wakeups, ps.Naps, ps.NapsEmpty, ps.NapTime.Nanoseconds(), fill)
 	} else {
 		ps, _ := p.Stats() // rounds, full_rounds and sleeps are above
 		fmt.Fprintf(&b, `,"spins":%d,"preempted":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d,"nap_cost_ns":%d,"wakeups":%d,"syscalls":%d,"sleep_cost_ns":%d,"expected_gap_ns":%d`,

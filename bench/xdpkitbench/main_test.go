@@ -68,6 +68,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"-m", "rxdrop", "-i", "lo", "-f", "3000"}, "2048 or 4096"},
 		{[]string{"-m", "rxdrop", "-i", "lo", "-b", "4096"}, "larger than the rings"},
 		{[]string{"-m", "fwd", "-i", "lo", "--dst-mac", "02:00:00:00:00:01"}, "needs -o"},
+		{[]string{"-m", "rxdrop", "-i", "lo", "--fill-frames", "512"}, "only for fwd"},
+		{[]string{"-m", "fwd", "-i", "lo", "-o", "lo", "--dst-mac", "02:00:00:00:00:01", "--fill-frames", "4096"}, "--fill-frames 4096"},
 		{[]string{"-m", "rxdrop", "-i", "xk-no-such-if"}, "xk-no-such-if"},
 		{[]string{"--mode", "rxdrop", "--iface", "lo", "--duration", "0"}, "-d"},
 	} {

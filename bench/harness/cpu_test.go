@@ -1,0 +1,117 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"runtime"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestParseStat reads utime and stime after a command name that holds
+// spaces and parentheses.
+func TestParseStat(t *testing.T) {
+	line := "4242 (xdp bench) (x)) S 1 4242 4242 0 -1 4194560 100 0 0 0 123 45 0 0 20 0 3 0 99 1000 10 18446744073709551615\n"
+	got, err := parseStat(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != (CPUTime{User: 1.23, Sys: 0.45}) {
+		t.Errorf("parseStat: %+v, want user 1.23 sys 0.45", got)
+	}
+	for _, bad := range []string{"", "4242 xdpbench S 1", "4242 (xdpbench) S 1 2 3", "4242 (x) S 1 4242 4242 0 -1 4194560 100 0 0 0 1a 45 0"} {
+		if _, err := parseStat(bad); err == nil {
+			t.Errorf("parseStat(%q): no error", bad)
+		}
+	}
+}
+
+// TestProcExec checks that procExec reads the process CPU clock, in ns:
+// the same clock as our own CLOCK_PROCESS_CPUTIME_ID (read just before
+// and after), not a tick-sampled one; and that it keeps the time of a
+// thread that has exited.
+func TestProcExec(t *testing.T) {
+	self := func() int64 {
+		var ts unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts); err != nil {
+			t.Fatal(err)
+		}
+		return ts.Nano()
+	}
+	pid := os.Getpid()
+	for i := 0; i < 3; i++ {
+		a := self()
+		x, err := procExec(pid)
+		b := self()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x < a || x > b {
+			t.Fatalf("procExec(self) = %d ns, not within our CLOCK_PROCESS_CPUTIME_ID %d-%d", x, a, b)
+		}
+	}
+	// A thread that runs 20 ms of CPU, then exits (its goroutine ends
+	// locked to it).
+	x0, err := procExec(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const spin = 20_000_000
+	done := make(chan int64)
+	go func() {
+		runtime.LockOSThread()
+		thread := func() int64 {
+			var ts unix.Timespec
+			if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+				return spin // stop spinning; the error shows below
+			}
+			return ts.Nano()
+		}
+		t0 := thread()
+		n := int64(0)
+		for n < spin {
+			n = thread() - t0
+		}
+		done <- n
+	}()
+	ran := <-done
+	x1, err := procExec(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x1-x0 < ran {
+		t.Errorf("procExec grew by %d ns over a thread that ran %d ns", x1-x0, ran)
+	}
+	// A child that has exited and been reaped has no clock.
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := procExec(cmd.Process.Pid); err == nil {
+		t.Errorf("procExec of reaped PID %d: no error", cmd.Process.Pid)
+	}
+}
+
+// TestCPUTimeTotal: a process's total is its Exec (ns-precise), not the
+// sum of its tick-sampled split; without Exec (a CPU, old results) the
+// sum. sub, perM and summarize carry Exec.
+func TestCPUTimeTotal(t *testing.T) {
+	if got := (CPUTime{User: 0.5, Sys: 0.3, Exec: 0.72}).Total(); got != 0.72 {
+		t.Errorf("Total with Exec = %v, want 0.72", got)
+	}
+	if got := (CPUTime{User: 0.5, Sys: 0.25, Softirq: 0.125}).Total(); got != 0.875 {
+		t.Errorf("Total without Exec = %v, want 0.875", got)
+	}
+	d := CPUTime{User: 2, Sys: 1, Exec: 2.5}.sub(CPUTime{User: 1, Sys: 0.5, Exec: 1.25})
+	if d != (CPUTime{User: 1, Sys: 0.5, Exec: 1.25}) {
+		t.Errorf("sub: %+v", d)
+	}
+	if p := d.perM(500_000); p != (CPUTime{User: 2, Sys: 1, Exec: 2.5}) {
+		t.Errorf("perM: %+v", p)
+	}
+	s := summarize([]XDPRun{{ProgPerM: CPUTime{Exec: 3}}, {ProgPerM: CPUTime{Exec: 1}}, {ProgPerM: CPUTime{Exec: 2}}})
+	if s.ProgPerM.Total() != 2 {
+		t.Errorf("summarize: median Exec %v, want 2", s.ProgPerM.Total())
+	}
+}
