@@ -393,12 +393,11 @@ func ExampleUpdate16() {
 // TestChunks drives the chunking of slices longer than maxChunk (1 GiB) by
 // making the chunk small.
 func TestChunks(t *testing.T) {
-	old := maxChunk
-	defer func() { maxChunk = old }()
+	defer setMaxChunk(maxChunk)
 	r := rand.New(rand.NewPCG(15, 16))
 	forEachImpl(t, func(t *testing.T) {
 		for _, chunk := range []int{64, 98, 256, 4096} {
-			maxChunk = chunk
+			setMaxChunk(chunk)
 			for _, n := range []int{chunk - 1, chunk, chunk + 1, 3*chunk + 33, 10000} {
 				b := randBytes(r, n)
 				init := uint16(r.Uint32())
