@@ -19,13 +19,12 @@ var (
 // Size thresholds, in bytes. Below vectorMin a scalar add-with-carry
 // chain beats the vector kernels, whose set-up and reduction cost more
 // than they save there; copyVectorMin is the same for CopyAndSum. On an
-// AVX2 CPU without AVX-512 (AMD EPYC Zen 3) the adc chain and the AVX2
-// kernel cross at about 208 bytes; the adc chain is ahead at 168-200 B,
-// where the AVX2 kernel's masked tail costs most:
+// AVX2 CPU without AVX-512 (AMD EPYC Zen 3) sum's inline AVX2 kernel is
+// ahead of the adc chain from 96 bytes on (at 64 and 128 they are even):
 //
 //	go test -tags csumcgo -c -o /tmp/csum-cref.test ./csum/
 //	taskset -c 1 /tmp/csum-cref.test -test.run TestPairedC -test.v -paired.impls \
-//		-paired.sizes 128,136,144,152,160,168,176,184,192,200,208,216,224,256,288
+//		-paired.sizes 64,96,112,128,136,144,152,160,176,192,200
 //
 // (rows Sum-adc and Sum-avx2). With AVX-512 vectorMin stays at 320, and
 // avx512Min and avx512CopyMin are not measured: the development machine
@@ -43,7 +42,7 @@ func vectorMinFor(avx512 bool) int {
 	if avx512 {
 		return 320
 	}
-	return 208
+	return 96
 }
 
 // Read by sum (sum_amd64.s) on every call, and computed by setDispatch

@@ -286,6 +286,17 @@ c2reduce: \
 	REDUCE256(Y0, Y4, X0, X1, Y1, AX) \
 	VZEROUPPER
 
+// VRET ends sum's AVX2 kernel: it adds the two pairs of accumulators
+// together, reduces them and returns toBE of the sum.
+#define VRET \
+	VPADDQ Y1, Y0, Y0 \
+	VPADDQ Y5, Y4, Y4 \
+	REDUCE256(Y0, Y4, X0, X1, Y1, AX) \
+	VZEROUPPER \
+	FOLD \
+	MOVL   AX, ret+24(FP) \
+	RET
+
 // func sum(b []byte) uint32
 //
 // sum is Sum without the initial value, which Sum (inlined into its
@@ -371,20 +382,13 @@ vloop:
 
 	TESTQ $96, CX
 	JNZ   vrest
-
-vreduce:
-	VPADDQ Y1, Y0, Y0
-	VPADDQ Y5, Y4, Y4
-	REDUCE256(Y0, Y4, X0, X1, Y1, AX)
-	VZEROUPPER
-	FOLD
-	MOVL   AX, ret+24(FP)
-	RET
+	VRET
 
 vrest:
-	// The remaining whole vectors: 64 and 32 bytes as the bits of n say.
+	// The remaining whole vectors, as bits 6 and 5 of n say: each case
+	// returns on its own, so that none takes more than two branches.
 	TESTQ   $64, CX
-	JZ      v32
+	JZ      vone
 	VMOVDQU 0(SI), Y8
 	VMOVDQU 32(SI), Y9
 	VPADDQ  Y8, Y0, Y0
@@ -393,16 +397,23 @@ vrest:
 	VPSRLQ  $32, Y9, Y9
 	VPADDQ  Y8, Y4, Y4
 	VPADDQ  Y9, Y5, Y5
-	ADDQ    $64, SI
-
-v32:
 	TESTQ   $32, CX
-	JZ      vreduce
+	JNZ     vthree
+	VRET
+
+vthree:
+	VMOVDQU 64(SI), Y8
+	VPADDQ  Y8, Y0, Y0
+	VPSRLQ  $32, Y8, Y8
+	VPADDQ  Y8, Y4, Y4
+	VRET
+
+vone:
 	VMOVDQU 0(SI), Y8
 	VPADDQ  Y8, Y0, Y0
 	VPSRLQ  $32, Y8, Y8
 	VPADDQ  Y8, Y4, Y4
-	JMP     vreduce
+	VRET
 
 vodd:
 	MOVBQZX -1(SI)(CX*1), R9
@@ -423,6 +434,8 @@ other:
 
 slow:
 	JMP ·sumSlow(SB)
+
+	PCALIGN $64
 
 small:
 	LEAQ -10(CX), DX
