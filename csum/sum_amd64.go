@@ -50,6 +50,8 @@ func vectorMinFor(avx512 bool) int {
 // summed by the scalar code, slices of scalarMax to avx2Max bytes by the
 // inline AVX2 kernel, and the rest after the checks that the flags ask
 // for.
+//
+//lint:ignore U1000 read by sum_amd64.s
 var scalarMax, avx2Max int
 
 func init() { setDispatch() }
@@ -83,6 +85,8 @@ func setDispatch() {
 // out (zeroed): every kernel adds it at place 0 of a word, weight 1, as
 // the low byte of a 16-bit word that RFC 1071 pads, and sum does so
 // apart.
+//
+//lint:ignore U1000 read by sum_amd64.s
 var tailShuf = func() (t [32][32]byte) {
 	for r := range t {
 		for q := range t[r] {

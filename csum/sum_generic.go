@@ -10,8 +10,6 @@ const useAsm = false
 
 func copyAndSum(dst, src []byte, initial uint32) uint32 { return copySumSlow(dst, src, initial) }
 
-func setDispatch() {}
-
 // setMaxChunk sets maxChunk, for the tests.
 func setMaxChunk(n int) { maxChunk = n }
 
