@@ -17,9 +17,9 @@
 // time). Tails are summed by exact loads, or by an 8-byte load that ends
 // at the last byte and starts inside the slice.
 
-// SUMTAIL adds the last CX < 64 bytes at SI to AX (no carry pending) and
-// leaves the sum, with its carries folded in, in AX. The slice is at least
-// 8 bytes long. Clobbers CX, SI, R9.
+// SUMTAIL (sumAVX512's tail) adds the last CX < 64 bytes at SI to AX (no
+// carry pending) and leaves the sum, with its carries folded in, in AX.
+// The slice is at least 8 bytes long. Clobbers CX, SI, R9.
 //
 // An odd last byte goes first: it is the low byte of a little-endian word.
 // The rest is an even count: 32, 16 and 8 bytes by exact loads, then the
@@ -212,9 +212,12 @@ copyDone:
 	VEXTRACTI64X4 $1, zh, y1 \
 	VPADDQ        y1, yh, yh
 
-// COPYSUMAVX2 is SUMAVX2 that also stores what it loads, from SI to DI
-// (CX >= 32 bytes), and leaves the last CX < 32 bytes for COPYTAIL.
-// Clobbers DX, Y0-Y11.
+// COPYSUMAVX2 sums the CX >= 32 bytes at SI with 256-bit vectors and
+// stores what it loads to DI: 128 bytes per iteration into two pairs of
+// accumulators (A in Y0-Y1, H in Y4-Y5), then up to three more vectors
+// without a loop, and leaves the last CX < 32 bytes for COPYTAIL, with
+// the vectors' sum in AX. The loop runs to an end pointer (DX), so that
+// it carries two scalar instructions. Clobbers DX, Y0-Y11.
 #define COPYSUMAVX2 \
 	VPXOR   Y0, Y0, Y0 \
 	VPXOR   Y1, Y1, Y1 \
