@@ -136,9 +136,9 @@ func setMaxChunk(n int) {
 
 // impls lists the kernel sets this machine can run, for the tests. Each
 // assembly set is used for every length it can take (thresholds 0 for
-// the vector sets: sum's inline AVX2 kernel from 32 bytes, setDispatch's
-// floor for its tail window, and the scalar code below; copyAndSum's AVX2
-// kernel and the AVX-512 kernels from 0, with their scalar tails; the
+// the vector sets: sum's vector kernels from 32 bytes, setDispatch's
+// floor for the AVX2 tail window, and the scalar code below;
+// copyAndSum's from 0, with their scalar tails; the
 // scalar code of sum and copyAndSum for every length in adc); "go" is
 // the pure-Go build's kernels, with sumSmall below 32 bytes.
 // TestVectorKernels calls the vector kernels directly, too.
