@@ -19,26 +19,30 @@ var maxChunk = 1 << 30
 // If b does not start at an even offset of the data being checksummed,
 // sum it on its own (initial 0) and add it with Combine.
 func Sum(b []byte, initial uint32) uint32 {
-	// One call, so that the compiler inlines Sum: the caller then calls
-	// the assembly entry directly (see sum_amd64.s).
-	return sum(b, initial)
+	// Small enough to be inlined: the caller calls the assembly entry
+	// directly (see sum_amd64.s), and the initial value, added here,
+	// stays in a register (Add, written so that Sum fits the inlining
+	// budget).
+	x := uint64(sum(b)) + uint64(initial)
+	return uint32(x) + uint32(x>>32)
 }
 
-// sumSlow is Sum without assembly, and for slices longer than maxChunk:
-// those are summed in chunks of maxChunk bytes (an even length, so the
-// partial sum of one chunk is the initial value of the next).
-func sumSlow(b []byte, initial uint32) uint32 {
+// sumSlow is sum (toBE of b's sum) without assembly, and for slices
+// longer than maxChunk: those are summed in chunks of maxChunk bytes (an
+// even length, so the partial sums of the chunks add up with Add).
+func sumSlow(b []byte) uint32 {
+	var s uint32
 	for len(b) > maxChunk {
-		initial = sum(b[:maxChunk], initial)
+		s = Add(s, sum(b[:maxChunk]))
 		b = b[maxChunk:]
 	}
 	if useAsm {
-		return sum(b, initial)
+		return Add(s, sum(b))
 	}
 	if len(b) < smallMax && useSmall {
-		return Add(toBE(sumSmall(b, 0)), initial)
+		return Add(s, toBE(sumSmall(b, 0)))
 	}
-	return Add(toBE(sumGo(b, 0)), initial)
+	return Add(s, toBE(sumGo(b, 0)))
 }
 
 // CopyAndSum copies src into dst and returns the partial sum of the copied

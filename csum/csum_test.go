@@ -97,6 +97,36 @@ func TestSumDifferential(t *testing.T) {
 	})
 }
 
+// TestSumExact compares the partial sums of every kernel set with the
+// pure-Go kernels' as uint32 values, not only folded, at every length
+// 0..600 and offset 0..7: the kernels agree modulo 2^32-1, which keeps a
+// chain of partial sums the same on every machine. It guards the places
+// that sum's short path and its AVX2 tail window (tailShuf) give to the
+// last bytes, and the odd last byte's, which TestSumDifferential (mod
+// 0xFFFF) does not see.
+func TestSumExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	const maxLen = 600
+	buf := randBytes(r, maxLen+8)
+	want := make([][8]uint32, maxLen+1)
+	restore := impls[0].use()
+	for n := 0; n <= maxLen; n++ {
+		for off := range 8 {
+			want[n][off] = Sum(buf[off:off+n], uint32(n*0x9e3779b1))
+		}
+	}
+	restore()
+	forEachImpl(t, func(t *testing.T) {
+		for n := 0; n <= maxLen; n++ {
+			for off := range 8 {
+				if got := Sum(buf[off:off+n], uint32(n*0x9e3779b1)); got != want[n][off] {
+					t.Fatalf("Sum(len %d, off %d) = %#x, want %#x (the %s kernels)", n, off, got, want[n][off], impls[0].name)
+				}
+			}
+		}
+	})
+}
+
 // TestSumLarge covers lengths up to 64 KiB and beyond, where the vector
 // loops run long, and the patterns that stress carries.
 func TestSumLarge(t *testing.T) {
@@ -393,12 +423,11 @@ func ExampleUpdate16() {
 // TestChunks drives the chunking of slices longer than maxChunk (1 GiB) by
 // making the chunk small.
 func TestChunks(t *testing.T) {
-	old := maxChunk
-	defer func() { maxChunk = old }()
+	defer setMaxChunk(maxChunk)
 	r := rand.New(rand.NewPCG(15, 16))
 	forEachImpl(t, func(t *testing.T) {
 		for _, chunk := range []int{64, 98, 256, 4096} {
-			maxChunk = chunk
+			setMaxChunk(chunk)
 			for _, n := range []int{chunk - 1, chunk, chunk + 1, 3*chunk + 33, 10000} {
 				b := randBytes(r, n)
 				init := uint16(r.Uint32())

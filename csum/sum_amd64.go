@@ -2,7 +2,11 @@
 
 package csum
 
-import "golang.org/x/sys/cpu"
+import (
+	"math"
+
+	"golang.org/x/sys/cpu"
+)
 
 // Feature flags, set once from CPUID and switched by the tests so that every
 // kernel runs on a machine that has them all.
@@ -15,13 +19,12 @@ var (
 // Size thresholds, in bytes. Below vectorMin a scalar add-with-carry
 // chain beats the vector kernels, whose set-up and reduction cost more
 // than they save there; copyVectorMin is the same for CopyAndSum. On an
-// AVX2 CPU without AVX-512 (AMD EPYC Zen 3) the adc chain and the AVX2
-// kernel cross at about 208 bytes; the adc chain is ahead at 168-200 B,
-// where the AVX2 kernel's masked tail costs most:
+// AVX2 CPU without AVX-512 (AMD EPYC Zen 3) sum's inline AVX2 kernel is
+// ahead of the adc chain from 96 bytes on (at 64 and 128 they are even):
 //
 //	go test -tags csumcgo -c -o /tmp/csum-cref.test ./csum/
 //	taskset -c 1 /tmp/csum-cref.test -test.run TestPairedC -test.v -paired.impls \
-//		-paired.sizes 128,136,144,152,160,168,176,184,192,200,208,216,224,256,288
+//		-paired.sizes 64,96,112,128,136,144,152,160,176,192,200
 //
 // (rows Sum-adc and Sum-avx2). With AVX-512 vectorMin stays at 320, and
 // avx512Min and avx512CopyMin are not measured: the development machine
@@ -39,32 +42,81 @@ func vectorMinFor(avx512 bool) int {
 	if avx512 {
 		return 320
 	}
-	return 208
+	return 96
 }
 
-// sum is Sum and copyAndSum is CopyAndSum (len(dst) >= len(src)): see
-// sum_amd64.s. Each sums short slices itself, runs the AVX2 kernel inline
-// (a call less; sum's takes its last 0-31 bytes as one masked 32-byte
-// window ending at the end of b, sumAVX2 with the scalar tail code), reaches the
-// AVX-512 kernel by a tail call (the kernels take the same arguments),
-// and the Go functions sumSlow and copySumSlow without
-// assembly and for slices longer than maxChunk.
+// Read by sum (sum_amd64.s) on every call, and computed by setDispatch
+// from the flags and thresholds above: slices shorter than scalarMax are
+// summed by the scalar code, slices of scalarMax to avx2Max bytes by the
+// inline AVX2 kernel, and the rest after the checks that the flags ask
+// for.
+//
+//lint:ignore U1000 read by sum_amd64.s
+var scalarMax, avx2Max int
+
+func init() { setDispatch() }
+
+// setDispatch computes scalarMax and avx2Max. The tests call it after
+// they change a flag, a threshold or maxChunk (setMaxChunk).
+func setDispatch() {
+	switch {
+	case !useAsm:
+		scalarMax, avx2Max = 0, -1 // every length to the checks: sumSlow
+	case !useAVX2:
+		scalarMax, avx2Max = math.MaxInt, -1
+	default:
+		scalarMax = max(vectorMin, 32) // the kernel's last window is 32 bytes
+		avx2Max = maxChunk
+		if useAVX512 {
+			avx2Max = min(avx2Max, avx512Min-1)
+		}
+	}
+}
+
+// tailShuf[r], r = n%32, is the VPSHUFB control with which sum adds
+// the last r bytes of a slice of n >= 32 bytes, from the 32-byte window
+// that ends at the end of the slice: it zeroes the 32-r bytes already
+// summed and moves each of the others, inside its own 4-byte group of the
+// window, to the place that its offset into the tail has in a 32-bit
+// word. The tail starts at a multiple of 32, so every byte then has the
+// weight (a power of 2^8 modulo 2^32-1) that the scalar code gives it,
+// and every kernel returns the same partial sum, not just one congruent
+// modulo 0xFFFF (TestGuardPage compares them). An odd last byte is left
+// out (zeroed): every kernel adds it at place 0 of a word, weight 1, as
+// the low byte of a 16-bit word that RFC 1071 pads, and sum does so
+// apart.
+//
+//lint:ignore U1000 read by sum_amd64.s
+var tailShuf = func() (t [32][32]byte) {
+	for r := range t {
+		for q := range t[r] {
+			t[r][q] = 0x80 // VPSHUFB: zero
+		}
+		for j := range r &^ 1 { // none for r = 0: all zero
+			p := 32 - r + j // the byte's place in the window
+			t[r][p&^3|j&3] = byte(p & 15)
+		}
+	}
+	return t
+}()
+
+// sum returns toBE of b's sum, and copyAndSum is CopyAndSum (len(dst) >=
+// len(src)): see sum_amd64.s. sum runs the AVX2 kernel inline (a call
+// less) and reaches the AVX-512 kernel by a tail call (the kernels take
+// the same arguments); copyAndSum runs its AVX2 kernel inline too. Both
+// reach the Go functions sumSlow and copySumSlow without assembly and for
+// slices longer than maxChunk.
 
 //go:noescape
-func sum(b []byte, initial uint32) uint32
+func sum(b []byte) uint32
 
 //go:noescape
 func copyAndSum(dst, src []byte, initial uint32) uint32
 
-// sumAVX2 is sum with 256-bit vectors and a scalar tail.
+// sumAVX512 is sum with 512-bit vectors.
 //
 //go:noescape
-func sumAVX2(b []byte, initial uint32) uint32
-
-// sumAVX512 is sumAVX2 with 512-bit vectors.
-//
-//go:noescape
-func sumAVX512(b []byte, initial uint32) uint32
+func sumAVX512(b []byte) uint32
 
 // copySumAVX2 is copyAndSum with 256-bit vectors, for len(src) >= 32.
 //
@@ -76,11 +128,18 @@ func copySumAVX2(dst, src []byte, initial uint32) uint32
 //go:noescape
 func copySumAVX512(dst, src []byte, initial uint32) uint32
 
+// setMaxChunk sets maxChunk, for the tests.
+func setMaxChunk(n int) {
+	maxChunk = n
+	setDispatch()
+}
+
 // impls lists the kernel sets this machine can run, for the tests. Each
-// assembly set is used for every length, down to 0 (thresholds 0 for the
-// vector sets: the called kernels sum and copy their last bytes with the
-// scalar code, sum's inline AVX2 path with its masked window;
-// the scalar code of sum and copyAndSum for every length in adc); "go" is
+// assembly set is used for every length it can take (thresholds 0 for
+// the vector sets: sum's vector kernels from 32 bytes, setDispatch's
+// floor for the AVX2 tail window, and the scalar code below;
+// copyAndSum's from 0, with their scalar tails; the
+// scalar code of sum and copyAndSum for every length in adc); "go" is
 // the pure-Go build's kernels, with sumSmall below 32 bytes.
 // TestVectorKernels calls the vector kernels directly, too.
 var impls = func() []impl {
@@ -94,6 +153,7 @@ var impls = func() []impl {
 	put := func(s state) {
 		useAsm, useAVX2, useAVX512, useSmall = s.asm, s.avx2, s.avx512, s.small
 		vectorMin, avx512Min, copyVectorMin, avx512CopyMin = s.vec, s.v512, s.cvec, s.c512
+		setDispatch()
 	}
 	set := func(s state) func() func() {
 		return func() func() {

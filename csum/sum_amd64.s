@@ -17,9 +17,9 @@
 // time). Tails are summed by exact loads, or by an 8-byte load that ends
 // at the last byte and starts inside the slice.
 
-// SUMTAIL adds the last CX < 64 bytes at SI to AX (no carry pending) and
-// leaves the sum, with its carries folded in, in AX. The slice is at least
-// 8 bytes long. Clobbers CX, SI, R9.
+// SUMTAIL (sumAVX512's tail) adds the last CX < 64 bytes at SI to AX (no
+// carry pending) and leaves the sum, with its carries folded in, in AX.
+// The slice is at least 8 bytes long. Clobbers CX, SI, R9.
 //
 // An odd last byte goes first: it is the low byte of a little-endian word.
 // The rest is an even count: 32, 16 and 8 bytes by exact loads, then the
@@ -106,6 +106,18 @@ tinyDone:
 	ROLL $8, AX \
 	ADDL initial, AX \
 	ADCL $0, AX
+
+// FOLD folds the sum of the data in AX (little-endian words, summed
+// from 0) to 32 bits with an end-around carry and rotates it by 8 to
+// big-endian words, into AX: toBE(AX) in csum.go. Sum adds the initial
+// value in Go, so that a chain of dependent sums stays in registers
+// (see sum). Clobbers DX.
+#define FOLD \
+	MOVQ AX, DX \
+	SHRQ $32, DX \
+	ADDL DX, AX \
+	ADCL $0, AX \
+	ROLL $8, AX
 
 // COPYTAIL copies the last CX < 64 bytes from SI to DI and adds them to AX
 // (no carry pending), by exact loads and stores: 32, 16, 8, 4, 2 and 1
@@ -200,83 +212,12 @@ copyDone:
 	VEXTRACTI64X4 $1, zh, y1 \
 	VPADDQ        y1, yh, yh
 
-// SUMAVX2 sums the CX >= 32 bytes at SI with 256-bit vectors, 128 bytes
-// per iteration into two pairs of accumulators (A in Y0-Y1, H in Y4-Y5),
-// then up to three more vectors without a loop, and leaves the last
-// CX < 32 bytes at SI for SUMTAIL, with the vectors' sum in AX. The loop
-// runs to an end pointer (DX), so that it carries two scalar
-// instructions. Clobbers DX, Y0-Y11.
-#define SUMAVX2 \
-	SUMAVX2VEC \
-	REDUCE256(Y0, Y4, X0, X1, Y1, AX) \
-	VZEROUPPER
-
-// SUMAVX2VEC is SUMAVX2 without the reduction: it leaves the vectors' sum
-// in A (Y0) and H (Y4), so that sum can add its last bytes as one more
-// (masked) vector before it reduces them.
-#define SUMAVX2VEC \
-	VPXOR   Y0, Y0, Y0 \
-	VPXOR   Y1, Y1, Y1 \
-	VPXOR   Y4, Y4, Y4 \
-	VPXOR   Y5, Y5, Y5 \
-	MOVQ    CX, DX \
-	ANDQ    $-128, DX \
-	JZ      v2rest \
-	ADDQ    SI, DX \
-	ANDQ    $127, CX \
-	JMP     v2loop \
-	PCALIGN $64 \
-v2loop: \
-	VMOVDQU 0(SI), Y8 \
-	VMOVDQU 32(SI), Y9 \
-	VMOVDQU 64(SI), Y10 \
-	VMOVDQU 96(SI), Y11 \
-	VPADDQ  Y8, Y0, Y0 \
-	VPADDQ  Y9, Y1, Y1 \
-	VPSRLQ  $32, Y8, Y8 \
-	VPSRLQ  $32, Y9, Y9 \
-	VPADDQ  Y8, Y4, Y4 \
-	VPADDQ  Y9, Y5, Y5 \
-	VPADDQ  Y10, Y0, Y0 \
-	VPADDQ  Y11, Y1, Y1 \
-	VPSRLQ  $32, Y10, Y10 \
-	VPSRLQ  $32, Y11, Y11 \
-	VPADDQ  Y10, Y4, Y4 \
-	VPADDQ  Y11, Y5, Y5 \
-	SUBQ    $-128, SI \
-	CMPQ    SI, DX \
-	JNE     v2loop \
-v2rest: \
-	CMPQ    CX, $32 \
-	JB      v2reduce \
-	VMOVDQU 0(SI), Y8 \
-	VPADDQ  Y8, Y0, Y0 \
-	VPSRLQ  $32, Y8, Y8 \
-	VPADDQ  Y8, Y4, Y4 \
-	CMPQ    CX, $64 \
-	JB      v2last \
-	VMOVDQU 32(SI), Y9 \
-	VPADDQ  Y9, Y1, Y1 \
-	VPSRLQ  $32, Y9, Y9 \
-	VPADDQ  Y9, Y5, Y5 \
-	CMPQ    CX, $96 \
-	JB      v2last \
-	VMOVDQU 64(SI), Y10 \
-	VPADDQ  Y10, Y0, Y0 \
-	VPSRLQ  $32, Y10, Y10 \
-	VPADDQ  Y10, Y4, Y4 \
-v2last: \
-	MOVQ    CX, DX \
-	ANDQ    $-32, DX \
-	ADDQ    DX, SI \
-	ANDQ    $31, CX \
-v2reduce: \
-	VPADDQ  Y1, Y0, Y0 \
-	VPADDQ  Y5, Y4, Y4
-
-// COPYSUMAVX2 is SUMAVX2 that also stores what it loads, from SI to DI
-// (CX >= 32 bytes), and leaves the last CX < 32 bytes for COPYTAIL.
-// Clobbers DX, Y0-Y11.
+// COPYSUMAVX2 sums the CX >= 32 bytes at SI with 256-bit vectors and
+// stores what it loads to DI: 128 bytes per iteration into two pairs of
+// accumulators (A in Y0-Y1, H in Y4-Y5), then up to three more vectors
+// without a loop, and leaves the last CX < 32 bytes for COPYTAIL, with
+// the vectors' sum in AX. The loop runs to an end pointer (DX), so that
+// it carries two scalar instructions. Clobbers DX, Y0-Y11.
 #define COPYSUMAVX2 \
 	VPXOR   Y0, Y0, Y0 \
 	VPXOR   Y1, Y1, Y1 \
@@ -348,51 +289,198 @@ c2reduce: \
 	REDUCE256(Y0, Y4, X0, X1, Y1, AX) \
 	VZEROUPPER
 
-// tailMask is 32 zero bytes, then 32 bytes of ones: the 32 bytes at
-// tailMask+r keep the last r bytes of a 32-byte window (sum). At
-// tailMask+64 follow two VPSHUFB controls: the identity, and the swap of
-// the 16-bit halves of every 32-bit word. The scalar code sums the last
-// bytes of b at their place in b's 32-bit words; a window that starts 2
-// bytes off that grid has every 16-bit word in the other half of its
-// 32-bit word, which the swap puts back, so that every kernel returns
-// the same partial sum (a swap is worth the same modulo 0xFFFF).
-DATA ·tailMask+0(SB)/8, $0x0
-DATA ·tailMask+8(SB)/8, $0x0
-DATA ·tailMask+16(SB)/8, $0x0
-DATA ·tailMask+24(SB)/8, $0x0
-DATA ·tailMask+32(SB)/8, $-1
-DATA ·tailMask+40(SB)/8, $-1
-DATA ·tailMask+48(SB)/8, $-1
-DATA ·tailMask+56(SB)/8, $-1
-DATA ·tailMask+64(SB)/8, $0x706050403020100
-DATA ·tailMask+72(SB)/8, $0xf0e0d0c0b0a0908
-DATA ·tailMask+80(SB)/8, $0x706050403020100
-DATA ·tailMask+88(SB)/8, $0xf0e0d0c0b0a0908
-DATA ·tailMask+96(SB)/8, $0x504070601000302
-DATA ·tailMask+104(SB)/8, $0xd0c0f0e09080b0a
-DATA ·tailMask+112(SB)/8, $0x504070601000302
-DATA ·tailMask+120(SB)/8, $0xd0c0f0e09080b0a
-GLOBL ·tailMask(SB), RODATA|NOPTR, $128
+// VRET ends sum's AVX2 kernel: it adds the two pairs of accumulators
+// together, reduces them and returns toBE of the sum.
+#define VRET \
+	VPADDQ Y1, Y0, Y0 \
+	VPADDQ Y5, Y4, Y4 \
+	REDUCE256(Y0, Y4, X0, X1, Y1, AX) \
+	VZEROUPPER \
+	FOLD \
+	MOVL   AX, ret+24(FP) \
+	RET
 
-// func sum(b []byte, initial uint32) uint32
+// func sum(b []byte) uint32
 //
-// sum is Sum (which the compiler inlines into a call of it): slices
-// shorter than vectorMin (all of them without AVX2) are summed here by one
-// add-with-carry chain; longer ones by the AVX2 kernel, which is inlined
-// here (SUMAVX2VEC, sumAVX2's vector loop, then the last 0-31 bytes as one
-// masked 32-byte window ending at the end of b), or by a tail call to the
-// AVX-512 kernel where the flags in sum_amd64.go choose it (the kernels
-// take the same arguments). Without assembly (useAsm false, for the tests) and for
-// slices longer than maxChunk it tail-calls the Go function sumSlow.
-TEXT ·sum(SB), NOSPLIT, $0-36
+// sum is Sum without the initial value, which Sum (inlined into its
+// caller) adds in Go: the chain of dependent sums then waits for one add
+// in registers, not for a store and a load of the argument and result.
+// It returns toBE of the data's sum. Three ranges, each decided by one
+// comparison with a variable that setDispatch (sum_amd64.go) computes
+// from the feature flags:
+//
+//   - n < scalarMax: add-with-carry code. Even lengths from 10 to 32
+//     bytes take a path with no loop and one load per 8-byte word: the
+//     whole words from the start, and the 8-byte word that ends at the
+//     end of b shifted right to drop the bytes already summed (the shift
+//     keeps every byte at its place in its word). Other lengths run the
+//     64-byte loop and a tail of exact loads.
+//   - scalarMax <= n <= avx2Max: the AVX2 kernel, inline: the last n%32
+//     bytes as one 32-byte window that ends at the end of b, with the
+//     bytes before them zeroed by a VPSHUFB control from tailShuf, which
+//     also moves every byte to the place in its 32-bit word that the
+//     scalar code gives it; then 128 bytes per loop iteration into two
+//     pairs of accumulators, and up to three more vectors.
+//   - otherwise: without assembly (useAsm false, for the tests) and for
+//     slices longer than maxChunk it tail-calls the Go function sumSlow;
+//     with AVX-512 from avx512Min bytes, sumAVX512 (the same arguments);
+//     else the scalar code.
+TEXT ·sum(SB), NOSPLIT, $0-28
+	MOVQ b_base+0(FP), SI
 	MOVQ b_len+8(FP), CX
+	CMPQ CX, ·scalarMax(SB)
+	JLT  small
+	CMPQ CX, ·avx2Max(SB)
+	JGT  other
+
+	// The AVX2 kernel (n >= 32): A in Y0 and Y1, H in Y4 and Y5 (see the
+	// top of this file). The last n%32 bytes come first, so that their
+	// loads are off the path to the result: the 32-byte window that ends
+	// at the end of b, shuffled by tailShuf[n%32] (all zero when n%32 is
+	// 0), is the first value of A1 and H1. An odd last byte, which the
+	// control leaves out, is the first value of A0 (it has no high half),
+	// as the low byte of a lane. The loop runs to an end pointer (DX), so
+	// that it carries two scalar instructions.
+	MOVQ    CX, DX
+	ANDQ    $31, DX
+	SHLQ    $5, DX
+	LEAQ    ·tailShuf(SB), R9
+	VMOVDQU -32(SI)(CX*1), Y1
+	VPSHUFB (R9)(DX*1), Y1, Y1
+	VPSRLQ  $32, Y1, Y5
+	VPXOR   Y4, Y4, Y4
+	TESTQ   $1, CX
+	JNZ     vodd
+	VPXOR   Y0, Y0, Y0
+
+vloops:
+	MOVQ CX, DX
+	ANDQ $-128, DX
+	JZ   vrest // n < 128: only where the tests lower vectorMin
+	ADDQ SI, DX
+	JMP  vloop
+
+	PCALIGN $64
+
+vloop:
+	VMOVDQU 0(SI), Y8
+	VMOVDQU 32(SI), Y9
+	VMOVDQU 64(SI), Y10
+	VMOVDQU 96(SI), Y11
+	VPADDQ  Y8, Y0, Y0
+	VPADDQ  Y9, Y1, Y1
+	VPSRLQ  $32, Y8, Y8
+	VPSRLQ  $32, Y9, Y9
+	VPADDQ  Y8, Y4, Y4
+	VPADDQ  Y9, Y5, Y5
+	VPADDQ  Y10, Y0, Y0
+	VPADDQ  Y11, Y1, Y1
+	VPSRLQ  $32, Y10, Y10
+	VPSRLQ  $32, Y11, Y11
+	VPADDQ  Y10, Y4, Y4
+	VPADDQ  Y11, Y5, Y5
+	SUBQ    $-128, SI
+	CMPQ    SI, DX
+	JNE     vloop
+
+	TESTQ $96, CX
+	JNZ   vrest
+	VRET
+
+vrest:
+	// The remaining whole vectors, as bits 6 and 5 of n say: each case
+	// returns on its own, so that none takes more than two branches.
+	TESTQ   $64, CX
+	JZ      vone
+	VMOVDQU 0(SI), Y8
+	VMOVDQU 32(SI), Y9
+	VPADDQ  Y8, Y0, Y0
+	VPADDQ  Y9, Y1, Y1
+	VPSRLQ  $32, Y8, Y8
+	VPSRLQ  $32, Y9, Y9
+	VPADDQ  Y8, Y4, Y4
+	VPADDQ  Y9, Y5, Y5
+	TESTQ   $32, CX
+	JNZ     vthree
+	VRET
+
+vthree:
+	VMOVDQU 64(SI), Y8
+	VPADDQ  Y8, Y0, Y0
+	VPSRLQ  $32, Y8, Y8
+	VPADDQ  Y8, Y4, Y4
+	VRET
+
+vone:
+	VMOVDQU 0(SI), Y8
+	VPADDQ  Y8, Y0, Y0
+	VPSRLQ  $32, Y8, Y8
+	VPADDQ  Y8, Y4, Y4
+	VRET
+
+vodd:
+	MOVBQZX -1(SI)(CX*1), R9
+	VMOVQ   R9, X0 // zeroes the rest of Y0
+	JMP     vloops
+
+other:
+	// The scalar chain has no limit; the vector kernels' lane sums do.
 	CMPB ·useAsm(SB), $0
 	JEQ  slow
-	CMPQ CX, ·vectorMin(SB)
-	JGE  vector
+	CMPQ CX, ·maxChunk(SB)
+	JGT  slow
+	CMPB ·useAVX512(SB), $0
+	JEQ  scalar
+	CMPQ CX, ·avx512Min(SB)
+	JLT  scalar
+	JMP  ·sumAVX512(SB)
+
+slow:
+	JMP ·sumSlow(SB)
+
+	PCALIGN $64
+
+small:
+	LEAQ -10(CX), DX
+	RORQ $1, DX // odd n: bit 63 set
+	CMPQ DX, $11
+	JA   scalar // n odd, or n < 10, or n > 32 (unsigned)
+
+	// n even, 10 <= n <= 32 (DX = (n-10)/2): the last word first,
+	// shifted right by 64-8*(n%8) bits (mod 64: CL is -8n), then the
+	// (n-1)/8 whole words before it.
+	MOVQ -8(SI)(CX*1), AX
+	NEGL CX
+	SHLL $3, CX
+	SHRQ CX, AX
+	CMPQ DX, $3
+	JBE  short16
+	CMPQ DX, $7
+	JBE  short24
+	ADDQ 0(SI), AX
+	ADCQ 8(SI), AX
+	ADCQ 16(SI), AX
+	ADCQ $0, AX
+	FOLD
+	MOVL AX, ret+24(FP)
+	RET
+
+short24:
+	ADDQ 0(SI), AX
+	ADCQ 8(SI), AX
+	ADCQ $0, AX
+	FOLD
+	MOVL AX, ret+24(FP)
+	RET
+
+short16:
+	ADDQ 0(SI), AX
+	ADCQ $0, AX
+	FOLD
+	MOVL AX, ret+24(FP)
+	RET
 
 scalar:
-	MOVQ b_base+0(FP), SI
 	XORL AX, AX
 	CMPQ CX, $8
 	JB   tiny
@@ -403,7 +491,7 @@ scalar:
 	// Loops start at a 64-byte boundary, and fit in as few 64-byte blocks
 	// of code as they can (immediates of one byte: -128, not 128): a loop
 	// that spanned one block more ran 1.2-1.5x slower here, depending on
-	// where the linker put it (compare BenchmarkSumImpl/avx2 with csumbench).
+	// where the linker put it.
 	PCALIGN $64
 
 loop64:
@@ -420,86 +508,67 @@ loop64:
 	SUBQ $64, CX
 	CMPQ CX, $64
 	JAE  loop64
+	TESTQ CX, CX
+	JZ    done
 
 tail:
-	SUMTAIL
-	FINISH(initial+24(FP))
-	MOVL AX, ret+32(FP)
+	// The last 0 < CX < 64 bytes (b has at least 8): an odd last byte
+	// first, as the low byte of its word (the place every kernel gives
+	// it: see tailShuf), then 32, 16 and 8 by exact loads, and the last
+	// 2, 4 or 6 from the word that ends at the end of the even bytes,
+	// shifted right as in the short path.
+	TESTQ   $1, CX
+	JZ      tail32
+	MOVBQZX -1(SI)(CX*1), R9
+	ADDQ    R9, AX
+	ADCQ    $0, AX
+	DECQ    CX
+
+tail32:
+	TESTQ $32, CX
+	JZ    tail16
+	ADDQ  0(SI), AX
+	ADCQ  8(SI), AX
+	ADCQ  16(SI), AX
+	ADCQ  24(SI), AX
+	ADCQ  $0, AX
+	ADDQ  $32, SI
+
+tail16:
+	TESTQ $16, CX
+	JZ    tail8
+	ADDQ  0(SI), AX
+	ADCQ  8(SI), AX
+	ADCQ  $0, AX
+	ADDQ  $16, SI
+
+tail8:
+	TESTQ $8, CX
+	JZ    tail0
+	ADDQ  0(SI), AX
+	ADCQ  $0, AX
+	ADDQ  $8, SI
+
+tail0:
+	ANDQ $6, CX
+	JZ   done
+	MOVQ -8(SI)(CX*1), R9
+	NEGL CX
+	SHLL $3, CX
+	SHRQ CX, R9
+	ADDQ R9, AX
+	ADCQ $0, AX
+
+done:
+	FOLD
+	MOVL AX, ret+24(FP)
 	RET
 
 tiny:
 	SUMTINY
-	FINISH(initial+24(FP))
-	MOVL AX, ret+32(FP)
+	FOLD
+	MOVL AX, ret+24(FP)
 	RET
-
-vector:
-	// Every check falls through on the way to the AVX2 kernel, which is
-	// inlined here: the taken branches and the jump to sumAVX2 cost about
-	// 1 ns a call (csum vs csumbench in one process, 512 B).
-	// The scalar chain has no limit; the vector kernels' lane sums do.
-	CMPQ CX, ·maxChunk(SB)
-	JGT  slow
-	CMPB ·useAVX512(SB), $0
-	JNE  avx512
-	CMPB ·useAVX2(SB), $0
-	JEQ  scalar
-	CMPQ CX, $32 // vectorMin is 0 in the tests
-	JB   scalar
-	MOVQ  b_base+0(FP), SI
-	SUMAVX2VEC
-	TESTQ CX, CX
-	JNZ   vtail
-	// No tail: return here, two taken branches fewer.
-	REDUCE256(Y0, Y4, X0, X1, Y1, AX)
-	VZEROUPPER
-	FINISH(initial+24(FP))
-	MOVL AX, ret+32(FP)
-	RET
-
-vtail:
-	// The last 0 < CX < 32 bytes: the 32 bytes that end at the end of b
-	// (b has at least 32), the ones already summed masked off with
-	// tailMask, no branch on the length. An odd last byte goes into A
-	// first, so that the window starts at an even offset of b.
-	TESTQ $1, CX
-	JNZ   vodd
-
-vwin:
-	LEAQ    ·tailMask(SB), R9
-	VMOVDQU -32(SI)(CX*1), Y8
-	VPAND   (R9)(CX*1), Y8, Y8
-	MOVL    CX, DX
-	ANDL    $2, DX
-	SHLL    $4, DX
-	VPSHUFB 64(R9)(DX*1), Y8, Y8 // the swap when the window starts 2 bytes off
-	VPADDQ  Y8, Y0, Y0
-	VPSRLQ  $32, Y8, Y8
-	VPADDQ  Y8, Y4, Y4
-	REDUCE256(Y0, Y4, X0, X1, Y1, AX)
-	VZEROUPPER
-	FINISH(initial+24(FP))
-	MOVL AX, ret+32(FP)
-	RET
-
-vodd:
-	// The byte's 64-bit lane has no high half: A only.
-	MOVBQZX -1(SI)(CX*1), R9
-	DECQ    CX
-	VMOVQ   R9, X9
-	VPADDQ  Y9, Y0, Y0
-	JMP     vwin
-
-avx512:
-	CMPQ CX, ·avx512Min(SB)
-	JLT  avx2
-	JMP  ·sumAVX512(SB)
-
-avx2:
-	JMP ·sumAVX2(SB)
-
-slow:
-	JMP ·sumSlow(SB)
 
 // func copyAndSum(dst []byte, src []byte, initial uint32) uint32
 //
@@ -596,29 +665,6 @@ avx2:
 slow:
 	JMP ·copySumSlow(SB)
 
-// func sumAVX2(b []byte, initial uint32) uint32
-TEXT ·sumAVX2(SB), NOSPLIT, $0-36
-	MOVQ b_base+0(FP), SI
-	MOVQ b_len+8(FP), CX
-	XORL AX, AX
-	CMPQ CX, $32
-	JB   scalar
-	SUMAVX2
-
-scalar:
-	CMPQ b_len+8(FP), $8
-	JB   tiny
-	SUMTAIL
-	FINISH(initial+24(FP))
-	MOVL AX, ret+32(FP)
-	RET
-
-tiny:
-	SUMTINY
-	FINISH(initial+24(FP))
-	MOVL AX, ret+32(FP)
-	RET
-
 // func copySumAVX2(dst []byte, src []byte, initial uint32) uint32
 TEXT ·copySumAVX2(SB), NOSPLIT, $0-60
 	MOVQ dst_base+0(FP), DI
@@ -635,8 +681,8 @@ tail:
 	MOVL AX, ret+56(FP)
 	RET
 
-// func sumAVX512(b []byte, initial uint32) uint32
-TEXT ·sumAVX512(SB), NOSPLIT, $0-36
+// func sumAVX512(b []byte) uint32
+TEXT ·sumAVX512(SB), NOSPLIT, $0-28
 	MOVQ b_base+0(FP), SI
 	MOVQ b_len+8(FP), CX
 	XORL AX, AX
@@ -721,14 +767,14 @@ scalar:
 	CMPQ b_len+8(FP), $8
 	JB   tiny
 	SUMTAIL
-	FINISH(initial+24(FP))
-	MOVL AX, ret+32(FP)
+	FOLD
+	MOVL AX, ret+24(FP)
 	RET
 
 tiny:
 	SUMTINY
-	FINISH(initial+24(FP))
-	MOVL AX, ret+32(FP)
+	FOLD
+	MOVL AX, ret+24(FP)
 	RET
 
 // func copySumAVX512(dst []byte, src []byte, initial uint32) uint32

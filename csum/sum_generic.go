@@ -4,11 +4,14 @@ package csum
 
 // Without assembly every size goes to the pure-Go kernels.
 
-func sum(b []byte, initial uint32) uint32 { return sumSlow(b, initial) }
+func sum(b []byte) uint32 { return sumSlow(b) }
 
 const useAsm = false
 
 func copyAndSum(dst, src []byte, initial uint32) uint32 { return copySumSlow(dst, src, initial) }
+
+// setMaxChunk sets maxChunk, for the tests.
+func setMaxChunk(n int) { maxChunk = n }
 
 // impls lists the kernel sets this build can run, for the tests.
 var impls = []impl{{"go", func() func() { return func() {} }}}
