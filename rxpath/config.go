@@ -115,8 +115,9 @@ type Config struct {
 	// the process's only P, as a goroutine that computes would (a
 	// blocking system call would hand it over, through another thread,
 	// at every wait): the process's other goroutines and timers run
-	// between two waits (the poller yields after each) and when the
-	// runtime preempts it, so they may wait up to ThreadWait. With
+	// when the poller yields (after a wait that ends ThreadWait or more
+	// after its last yield) or the runtime preempts it (a signal ends
+	// the wait), so they may wait up to twice ThreadWait. With
 	// GOMAXPROCS above 1 the wait is an ordinary system call, which
 	// leaves the P to them.
 	ThreadWait time.Duration

@@ -108,6 +108,7 @@ type Poller struct {
 	// wait when Run's context ends.
 	tep, stopfd int
 	procs       int                // GOMAXPROCS at Run's start
+	yieldAt     time.Duration      // a thread wait ending after this yields (GOMAXPROCS 1)
 	evs         [4]unix.EpollEvent // a thread wait's events
 	busy        int                // rounds that took packets since the last sleep (see disarmAfter)
 	rc          syscall.RawConn
@@ -320,7 +321,7 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 		p.napLen = nap
 	}
 	p.deadline, p.busy = time.Time{}, 0
-	p.procs = runtime.GOMAXPROCS(0)
+	p.procs, p.yieldAt = runtime.GOMAXPROCS(0), 0
 	p.stop.Store(false)
 	cancelled := make(chan struct{})
 	stopCancel := context.AfterFunc(ctx, func() {
@@ -563,7 +564,7 @@ func (p *Poller) napNow(now time.Duration) bool {
 		return false
 	}
 	quiet := now - p.lastPkt
-	if p.gap >= p.napLen || quiet >= p.napLen || p.napHit < napOne/2 {
+	if p.gap+p.dev >= p.napLen || quiet >= p.napLen || p.napHit < napOne/2 {
 		return false
 	}
 	if p.napLen > p.napOverrunAt() {

@@ -27,22 +27,48 @@ func TestThreadWait(t *testing.T) {
 			var got atomic.Int64
 			stop := b.run(rxpath.HandlerFunc(func(*rxpath.Packet) { got.Add(1) }))
 			var acked atomic.Int64
-			// Each packet ends a thread wait: the poller receives it, comes
-			// up empty and waits again.
-			for i := range 3 {
+			// Packets a few milliseconds apart: once the expected gap
+			// exceeds a nap, the poller waits in its thread after each.
+			sent, tw := 0, uint64(0)
+			send := func() rxpath.Stats {
+				t.Helper()
+				s0, err := b.poller.Stats()
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Some milliseconds after the last packet: sent at once,
+				// a packet would find the gap shorter than a nap.
+				time.Sleep(2 * time.Millisecond)
 				if err := snd.send(1, 64, 0, &acked, 5*time.Second); err != nil {
 					t.Fatal(err)
 				}
-				waitFor(t, b.poller, fmt.Sprintf("packet %d", i+1), func(st rxpath.Stats) bool {
-					return st.Packets == uint64(i+1) && st.ThreadWaits == uint64(i+1)
+				sent++
+				var last rxpath.Stats
+				// Taken, and asleep again.
+				waitFor(t, b.poller, fmt.Sprintf("packet %d", sent), func(st rxpath.Stats) bool {
+					last = st
+					return st.Packets == uint64(sent) && st.Sleeps > s0.Sleeps
 				})
+				return last
 			}
-			st, err := b.poller.Stats()
-			if err != nil {
-				t.Fatal(err)
+			for tw < 2 && sent < 30 {
+				tw = send().ThreadWaits
 			}
-			if st.Wakeups < 2 {
-				t.Errorf("wakeups %d, want at least 2: packets did not end thread waits (%v)", st.Wakeups, &st)
+			if tw < 2 {
+				t.Fatalf("no thread waits after %d packets", sent)
+			}
+			before, _ := b.poller.Stats()
+			send()
+			// ThreadWaits is published after Sleeps and Wakeups: a Stats
+			// call may see the new Sleeps and the old ThreadWaits.
+			var after rxpath.Stats
+			waitFor(t, b.poller, "the thread wait after the packet", func(st rxpath.Stats) bool {
+				after = st
+				return st.ThreadWaits > before.ThreadWaits
+			})
+			if after.ThreadWaits != before.ThreadWaits+1 || after.Wakeups != before.Wakeups+1 {
+				t.Errorf("a packet during a thread wait: thread waits %d -> %d, wakeups %d -> %d; want both one more (the packet ended the wait)",
+					before.ThreadWaits, after.ThreadWaits, before.Wakeups, after.Wakeups)
 			}
 			start := time.Now()
 			if err := stop(); err != nil {
@@ -51,8 +77,8 @@ func TestThreadWait(t *testing.T) {
 			if d := time.Since(start); d > 250*time.Millisecond {
 				t.Errorf("Run took %v to end after its context: the thread wait was not cut short", d)
 			}
-			if n := got.Load(); n != 3 {
-				t.Errorf("handled %d packets, want 3", n)
+			if n := got.Load(); n != int64(sent) {
+				t.Errorf("handled %d packets, want %d", n, sent)
 			}
 		})
 	}

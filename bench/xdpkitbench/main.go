@@ -30,7 +30,7 @@ import (
 )
 
 const (
-	allocEvery = 1024                   // receivers read the allocation count every this many packets
+	allocEvery = 1 << 14                // receivers read the allocation count every this many packets
 	idleSpins  = 64                     // empty rounds before sleeping, as xdpbench
 	drainTime  = 200 * time.Millisecond // wait for the last completions
 	maxSeconds = 3600
