@@ -33,7 +33,7 @@ type Stats struct {
 	NapsEmpty   uint64 // naps after which the next round took nothing
 	Wakeups     uint64 // sleeps ended by a readable socket
 	ThreadWaits uint64 // sleeps (also counted in Sleeps) that blocked Run's OS thread in epoll_wait instead of parking in the Go runtime's poller (see Config.ThreadWait)
-	Syscalls    uint64 // system calls made by the poller: RX wake-ups, busy polls, epoll_ctl arming the sockets for a sleep or disarming them for a nap or a busy stretch (see disarmAfter), a nap's timerfd calls and CPU-clock reads (the blocking waits themselves, in the Go runtime's poller, are not counted)
+	Syscalls    uint64 // system calls made by the poller: RX wake-ups, busy polls, epoll_ctl arming the sockets for a sleep or disarming them for a nap or a busy stretch (see disarmAfter), a nap's timerfd calls and CPU-clock reads (the blocking waits themselves, in the Go runtime's poller or a thread wait's epoll_wait, are not counted)
 	FillEmpty   uint64 // refills that found a Fill ring empty
 	FillStarved uint64 // refills that found no frame to put on an empty Fill ring
 	// SleepCost is what the idle rule weighs polling against: how long a
