@@ -60,6 +60,19 @@
 // sending CPU and, during a nap, wake the runtime's poller thread. An
 // empty RX ring costs an atomic load, never a system call.
 //
+// While packets come in bursts further apart than a nap but flow (the
+// expected gap and the silence since the last packet under
+// Config.ThreadWait, default 1 ms), a sleep is a thread wait instead
+// (Stats.ThreadWaits): the sockets move to a second epoll set, which the
+// runtime does not watch, and Run's thread blocks in epoll_wait on it for
+// at most ThreadWait, as a C receiver blocks in poll(2). That saves the
+// pass through the Go scheduler that a wake-up through the runtime's
+// poller costs. With GOMAXPROCS 1 the wait keeps the only P (a raw system
+// call: an ordinary one would have the runtime hand the P to another
+// thread at every wait), and the poller yields to the process's other
+// goroutines once a wait ends ThreadWait after its last yield and when a
+// signal (the runtime's preemption request) interrupts a wait.
+//
 // Config.BusyPoll makes every round start with a recvfrom on each socket,
 // which drives the driver's NAPI from this goroutine when the socket was
 // created with xsk.Config.PreferBusyPoll and BusyPollBudget. Config.Spin

@@ -97,19 +97,26 @@ type sock struct {
 // Poller receives from a set of AF_XDP sockets; see the package
 // documentation.
 type Poller struct {
-	cfg    Config
-	socks  []*sock
-	pools  []*pool
-	ep     *os.File // epoll instance watching every socket
-	epfd   int
-	armed  bool // the sockets are armed in ep: see arm
-	busy   int  // rounds that took packets since the last sleep (see disarmAfter)
-	rc     syscall.RawConn
-	ready  func(uintptr) bool
-	tf     *os.File // timerfd of naps
-	trc    syscall.RawConn
-	tfd    int
-	napped func(uintptr) bool
+	cfg   Config
+	socks []*sock
+	pools []*pool
+	ep    *os.File // epoll instance watching every socket
+	epfd  int
+	armed int // the epoll set the sockets are in: see arm
+	// tep is the epoll instance of thread waits (see waitThread); not
+	// in the runtime's poller. stopfd, an eventfd in it, ends a thread
+	// wait when Run's context ends.
+	tep, stopfd int
+	procs       int                // GOMAXPROCS at Run's start
+	yieldAt     time.Duration      // a thread wait ending after this yields (GOMAXPROCS 1)
+	evs         [4]unix.EpollEvent // a thread wait's events
+	busy        int                // rounds that took packets since the last sleep (see disarmAfter)
+	rc          syscall.RawConn
+	ready       func(uintptr) bool
+	tf          *os.File // timerfd of naps
+	trc         syscall.RawConn
+	tfd         int
+	napped      func(uintptr) bool
 
 	closeMu  sync.Mutex // serialises Close
 	running  atomic.Bool
@@ -246,7 +253,7 @@ func (p *Poller) Close() error {
 		return ErrRunning
 	}
 	p.closed.Store(true)
-	err := errors.Join(p.ep.Close(), p.tf.Close())
+	err := errors.Join(p.ep.Close(), p.tf.Close(), closeFD(p.tep), closeFD(p.stopfd))
 	p.running.Store(false)
 	if p.socksOpen() {
 		for _, s := range p.socks {
@@ -314,11 +321,13 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 		p.napLen = nap
 	}
 	p.deadline, p.busy = time.Time{}, 0
+	p.procs, p.yieldAt = runtime.GOMAXPROCS(0), 0
 	p.stop.Store(false)
 	cancelled := make(chan struct{})
 	stopCancel := context.AfterFunc(ctx, func() {
 		defer close(cancelled)
 		p.stop.Store(true)
+		p.wakeThread()
 		_ = p.ep.SetReadDeadline(aLongTimeAgo)
 		_ = p.tf.SetReadDeadline(aLongTimeAgo)
 	})
@@ -329,6 +338,7 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 		_ = p.ep.SetReadDeadline(time.Time{})
 		_ = p.tf.SetReadDeadline(time.Time{})
 		p.deadline = time.Time{}
+		p.drainStop()
 		p.stop.Store(false)
 	}()
 	if p.cfg.Spin {
@@ -415,7 +425,7 @@ func (p *Poller) loop() error {
 		p.lastEmpty, p.wokeAt, p.nappedAt = got == 0, 0, 0
 		if got > 0 {
 			if p.busy++; p.busy == disarmAfter {
-				if err := p.arm(false); err != nil {
+				if err := p.arm(armNone); err != nil {
 					return err
 				}
 			}
@@ -479,7 +489,12 @@ func (p *Poller) loop() error {
 		if starved {
 			wait = starveWait
 		}
-		woke, quiet, err := p.sleep(wait)
+		var woke, quiet bool
+		if !starved && p.threadWaitNow(now) {
+			woke, err = p.waitThread(wait)
+		} else {
+			woke, quiet, err = p.sleep(wait)
+		}
 		if err != nil {
 			return err
 		}
@@ -549,7 +564,7 @@ func (p *Poller) napNow(now time.Duration) bool {
 		return false
 	}
 	quiet := now - p.lastPkt
-	if p.gap >= p.napLen || quiet >= p.napLen || p.napHit < napOne/2 {
+	if p.gap+p.dev >= p.napLen || quiet >= p.napLen || p.napHit < napOne/2 {
 		return false
 	}
 	if p.napLen > p.napOverrunAt() {
@@ -611,7 +626,7 @@ func (p *Poller) nap() error {
 		p.c.syscalls++
 		c0 = processCPU()
 	}
-	if err := p.arm(false); err != nil {
+	if err := p.arm(armNone); err != nil {
 		return err
 	}
 	p.c.syscalls++
