@@ -22,8 +22,6 @@ const (
 	// rounds of the paired time ratio. A handler that only reads in place
 	// ("lend" there) pays for the copy at every size.
 	DefaultCopyThreshold = 256
-	// DefaultThreadWait is Config.ThreadWait's default.
-	DefaultThreadWait = time.Millisecond
 )
 
 // Errors returned by New and Run.
@@ -103,23 +101,25 @@ type Config struct {
 	// measure again; this holds for an explicit Coalesce too. Negative
 	// (or a non-zero IdleRounds) never naps.
 	Coalesce time.Duration
-	// ThreadWait: while packets flow (the expected gap to the next
-	// packet and the silence since the last one both shorter than
-	// ThreadWait), the poller sleeps by blocking Run's OS thread in
-	// epoll_wait for at most ThreadWait, as a C receiver sleeps in
-	// poll(2), instead of parking its goroutine in the Go runtime's
-	// network poller (default DefaultThreadWait, 1 ms; negative: never).
-	// A wake-up then costs one system call and no pass through the Go
-	// scheduler (make bench's "NAPI deferral" rows, where the kernel
-	// hands over a batch per wake-up). With GOMAXPROCS 1 the wait keeps
-	// the process's only P, as a goroutine that computes would (a
-	// blocking system call would hand it over, through another thread,
-	// at every wait): the process's other goroutines and timers run
-	// when the poller yields (after a wait that ends ThreadWait or more
-	// after its last yield) or the runtime preempts it (a signal ends
-	// the wait), so they may wait up to twice ThreadWait. With
-	// GOMAXPROCS above 1 the wait is an ordinary system call, which
-	// leaves the P to them.
+	// ThreadWait, when positive, turns on thread waits: while packets
+	// flow (the expected gap to the next packet and the silence since
+	// the last one both shorter than ThreadWait), the poller sleeps by
+	// blocking Run's OS thread in epoll_wait for at most ThreadWait, as a
+	// C receiver sleeps in poll(2), instead of parking its goroutine in
+	// the Go runtime's network poller. A wake-up then costs one system
+	// call and no pass through the Go scheduler. Zero or negative (the
+	// default): never. It is opt-in because its gain is not shown: in an
+	// A/B of make bench's "NAPI deferral" rows on a 2-vCPU VM
+	// (xdpkitbench -m rxdrop --thread-wait 1ms against the default) the
+	// receiver's CPU per packet differed by less than the runs' spread.
+	// With GOMAXPROCS 1 the wait keeps the process's only P, as a
+	// goroutine that computes would (a blocking system call would hand
+	// it over, through another thread, at every wait): the process's
+	// other goroutines and timers run when the poller yields (after a
+	// wait that ends ThreadWait or more after its last yield) or the
+	// runtime preempts it (a signal ends the wait), so they may wait up
+	// to twice ThreadWait. With GOMAXPROCS above 1 the wait is an
+	// ordinary system call, which leaves the P to them.
 	ThreadWait time.Duration
 	// Metadata reads the RX metadata record that an XDP program attached
 	// with xsk.ProgramConfig.Metadata writes in front of each frame into
@@ -143,9 +143,6 @@ func (c *Config) setDefaults() error {
 	}
 	if c.FillBatch == 0 {
 		c.FillBatch = DefaultFillBatch
-	}
-	if c.ThreadWait == 0 {
-		c.ThreadWait = DefaultThreadWait
 	}
 	switch {
 	case c.Weight < 0 || c.Weight > 1<<16:

@@ -60,9 +60,9 @@
 // sending CPU and, during a nap, wake the runtime's poller thread. An
 // empty RX ring costs an atomic load, never a system call.
 //
-// While packets come in bursts further apart than a nap but flow (the
-// expected gap and the silence since the last packet under
-// Config.ThreadWait, default 1 ms), a sleep is a thread wait instead
+// With Config.ThreadWait (opt-in), while packets come in bursts further
+// apart than a nap but flow (the expected gap and the silence since the
+// last packet under ThreadWait), a sleep is a thread wait instead
 // (Stats.ThreadWaits): the sockets move to a second epoll set, which the
 // runtime does not watch, and Run's thread blocks in epoll_wait on it for
 // at most ThreadWait, as a C receiver blocks in poll(2). That saves the

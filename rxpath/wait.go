@@ -66,9 +66,12 @@ func (p *Poller) initWait() error {
 }
 
 // initThreadWait creates the epoll instance of thread waits and the
-// eventfd in it that Run's end writes to.
+// eventfd in it that Run's end writes to, with Config.ThreadWait only.
 func (p *Poller) initThreadWait() error {
 	p.tep, p.stopfd = -1, -1
+	if p.cfg.ThreadWait <= 0 {
+		return nil
+	}
 	tep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return fmt.Errorf("rxpath: %w", os.NewSyscallError("epoll_create1", err))
@@ -301,12 +304,18 @@ func (p *Poller) waitThread(timeout time.Duration) (woke bool, err error) {
 
 // wakeThread ends a thread wait: it makes stopfd readable.
 func (p *Poller) wakeThread() {
+	if p.stopfd < 0 {
+		return
+	}
 	one := [8]byte{1}
 	_, _ = unix.Write(p.stopfd, one[:])
 }
 
 // drainStop makes stopfd unreadable again, for the next Run.
 func (p *Poller) drainStop() {
+	if p.stopfd < 0 {
+		return
+	}
 	var b [8]byte
 	_, _ = unix.Read(p.stopfd, b[:])
 }

@@ -171,7 +171,7 @@ func parseArgs(args []string) {
 	num(&o.dstPort, "", "dst-port", 9, "txonly: UDP destination port")
 	num(&o.fillFrames, "", "fill-frames", 0, "fwd: frames kept on the Fill ring, rxpath.Config.FillFrames (0: the ring's size)")
 	num(&o.idleRounds, "", "idle-rounds", 0, "rxdrop: rxpath.Config.IdleRounds (0: the poller's default)")
-	fs.DurationVar(&o.threadWait, "thread-wait", 0, "rxdrop: rxpath.Config.ThreadWait, the longest sleep that blocks the thread in epoll_wait while packets flow (0: its default; negative: never)")
+	fs.DurationVar(&o.threadWait, "thread-wait", 0, "rxdrop: rxpath.Config.ThreadWait, the longest sleep that blocks the thread in epoll_wait while packets flow (0 or negative: never, the default)")
 	num(&o.busyPoll, "", "busy-poll", 0, "rxdrop: busy-poll with this budget (xsk PreferBusyPoll, rxpath BusyPoll; 0: off)")
 	fs.DurationVar(&o.coalesce, "coalesce", 0, "rxdrop, fwd: rxpath.Config.Coalesce, the poller's nap while packets flow (0: its default; negative: never nap)")
 	num(&o.napiDefer, "", "napi-defer", -1, "rxdrop: set napi_defer_hard_irqs of -i's NAPIs for the run (netdev napi-set; -1: leave)")
