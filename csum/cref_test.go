@@ -103,13 +103,6 @@ func TestPairedC(t *testing.T) {
 	if cref.HasAVX512() {
 		sumFns = append(sumFns, fn{"C-avx512", true, cfn(cref.SumAVX512)})
 	}
-	for _, x := range pairedExtra {
-		sumFns = append(sumFns, fn{x.name, false, func(dst, buf []byte, reps int) float64 {
-			t0 := time.Now()
-			sink = x.loop(buf, reps, sink)
-			return float64(time.Since(t0).Nanoseconds())
-		}})
-	}
 	if *pairedImpls {
 		sumFns = append(sumFns, fn{"Sum-adc", false, forced("adc")}, fn{"Sum-avx2", false, forced("avx2")})
 		if useAVX512 {
@@ -241,12 +234,6 @@ func copySumLoop(dst, buf []byte, reps int, s uint32) uint32 {
 		s = CopyAndSum(dst, buf, s)
 	}
 	return s
-}
-
-// pairedExtra are timing loops of experimental Sum variants.
-var pairedExtra []struct {
-	name string
-	loop func(buf []byte, reps int, s uint32) uint32
 }
 
 func median(x []float64) float64 {

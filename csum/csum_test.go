@@ -112,14 +112,14 @@ func TestSumExact(t *testing.T) {
 	restore := impls[0].use()
 	for n := 0; n <= maxLen; n++ {
 		for off := range 8 {
-			want[n][off] = Sum(buf[off:off+n], uint32(n*0x9e3779b1))
+			want[n][off] = Sum(buf[off:off+n], uint32(n)*0x9e3779b1)
 		}
 	}
 	restore()
 	forEachImpl(t, func(t *testing.T) {
 		for n := 0; n <= maxLen; n++ {
 			for off := range 8 {
-				if got := Sum(buf[off:off+n], uint32(n*0x9e3779b1)); got != want[n][off] {
+				if got := Sum(buf[off:off+n], uint32(n)*0x9e3779b1); got != want[n][off] {
 					t.Fatalf("Sum(len %d, off %d) = %#x, want %#x (the %s kernels)", n, off, got, want[n][off], impls[0].name)
 				}
 			}

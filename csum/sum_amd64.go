@@ -51,26 +51,32 @@ func vectorMinFor(avx512 bool) int {
 // inline AVX2 kernel, and the rest after the checks that the flags ask
 // for.
 //
+// They are set in their declaration, not by an init function, so that a
+// Sum called while another package's variables are initialized finds
+// them set.
+//
 //lint:ignore U1000 read by sum_amd64.s
-var scalarMax, avx2Max int
+var scalarMax, avx2Max = dispatch()
 
-func init() { setDispatch() }
+// setDispatch computes scalarMax and avx2Max again. The tests call it
+// after they change a flag, a threshold or maxChunk (setMaxChunk).
+func setDispatch() { scalarMax, avx2Max = dispatch() }
 
-// setDispatch computes scalarMax and avx2Max. The tests call it after
-// they change a flag, a threshold or maxChunk (setMaxChunk).
-func setDispatch() {
+// dispatch returns scalarMax and avx2Max for the current flags and
+// thresholds.
+func dispatch() (scalar, avx2 int) {
 	switch {
 	case !useAsm:
-		scalarMax, avx2Max = 0, -1 // every length to the checks: sumSlow
+		return 0, -1 // every length to the checks: sumSlow
 	case !useAVX2:
-		scalarMax, avx2Max = math.MaxInt, -1
-	default:
-		scalarMax = max(vectorMin, 32) // the kernel's last window is 32 bytes
-		avx2Max = maxChunk
-		if useAVX512 {
-			avx2Max = min(avx2Max, avx512Min-1)
-		}
+		return math.MaxInt, -1
 	}
+	scalar = max(vectorMin, 32) // the kernel's last window is 32 bytes
+	avx2 = maxChunk
+	if useAVX512 {
+		avx2 = min(avx2, avx512Min-1)
+	}
+	return scalar, avx2
 }
 
 // tailShuf[r], r = n%32, is the VPSHUFB control with which sum adds

@@ -14,8 +14,9 @@
 // all-zero mask: a masked load whose masked-off bytes fall on a page that
 // is not present takes a slow microcode assist (TestGuardPage checks the
 // bounds; BenchmarkSum/4096/page-end against /4096/mid-page shows the
-// time). Tails are summed by exact loads, or by an 8-byte load that ends
-// at the last byte and starts inside the slice.
+// time). Tails are summed by exact loads, by an 8-byte load that ends at
+// the last byte and starts inside the slice, or (the AVX2 kernel) by the
+// 32-byte window that ends at the last byte, shuffled by tailShuf.
 
 // SUMTAIL (sumAVX512's tail) adds the last CX < 64 bytes at SI to AX (no
 // carry pending) and leaves the sum, with its carries folded in, in AX.
@@ -356,7 +357,7 @@ TEXT ·sum(SB), NOSPLIT, $0-28
 vloops:
 	MOVQ CX, DX
 	ANDQ $-128, DX
-	JZ   vrest // n < 128: only where the tests lower vectorMin
+	JZ   vrest // n < 128
 	ADDQ SI, DX
 	JMP  vloop
 

@@ -43,7 +43,8 @@
 // left partial (tx checksum offload: the field holds the pseudo-header
 // sum) is finished before the frame goes out, in a multi-buffer chain
 // too, as the kernel's forwarding path would; the summary counts them
-// (PartialFinished).
+// (PartialFinished). An IPv6 packet with extension headers is left as it
+// is.
 //
 // The receive poller naps while packets flow (rxpath.Config.Coalesce,
 // by default 4 of the host's measured sleep costs, a timer of at most

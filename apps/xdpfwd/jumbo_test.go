@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"net/netip"
 	"testing"
 
@@ -176,6 +177,116 @@ func TestFinishPartialChain(t *testing.T) {
 				}
 				if v, err := csum.VerifyTransport(b[l3:]); err != nil || v != csum.Good {
 					t.Fatalf("v6 %v, buffers of %d: after finishing %#04x: %v, %v", v6, seg, got, v, err)
+				}
+			}
+		}
+	}
+}
+
+// chainFrame builds an Ethernet + IPv4 (with opts option words) or IPv6
+// frame of random bytes with a UDP or TCP header, an IP length of ipLen
+// and pad bytes after the datagram.
+func chainFrame(r *rand.Rand, v6 bool, proto uint8, opts int, ipLen, pad int) (b []byte, l3, l4 int) {
+	l3 = 14
+	n := l3 + ipLen + pad
+	b = make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	if v6 {
+		binary.BigEndian.PutUint16(b[12:], pkt.EtherTypeIPv6)
+		ip := b[14:]
+		ip[0], ip[1], ip[2], ip[3] = 0x60, 0, 0, 0
+		ip[6], ip[7] = proto, 9
+		binary.BigEndian.PutUint16(ip[4:], uint16(ipLen-40))
+		a, d := netip.MustParseAddr("2001:db8::1").As16(), netip.MustParseAddr("2001:db8:1::2").As16()
+		copy(ip[8:], a[:])
+		copy(ip[24:], d[:])
+		l4 = l3 + 40
+	} else {
+		binary.BigEndian.PutUint16(b[12:], pkt.EtherTypeIPv4)
+		ip := b[14:]
+		ip[0], ip[1], ip[8], ip[9] = 0x45+byte(opts), 0, 9, proto
+		binary.BigEndian.PutUint16(ip[2:], uint16(ipLen))
+		binary.BigEndian.PutUint16(ip[6:], 0)
+		copy(ip[12:], []byte{198, 18, 0, 1})
+		copy(ip[16:], []byte{198, 18, 1, 2})
+		l4 = l3 + 20 + 4*opts
+	}
+	if proto == pkt.ProtoUDP {
+		binary.BigEndian.PutUint16(b[l4+4:], uint16(l3+ipLen-l4))
+	} else {
+		b[l4+12] = 5 << 4
+	}
+	return
+}
+
+// TestFinishPartialChainShapes: UDP and TCP, IPv4 with options and IPv6,
+// bytes after the datagram and buffers of many sizes: a partial checksum
+// is finished to what csum.FillTransport writes on the whole datagram
+// (fails when the chain's sum is not clipped at the IP length).
+func TestFinishPartialChainShapes(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	ran, multi := 0, 0
+	defer func() {
+		if multi < 100 {
+			t.Errorf("only %d of %d cases were multi-buffer", multi, ran)
+		}
+	}()
+	for _, v6 := range []bool{false, true} {
+		for _, proto := range []uint8{pkt.ProtoUDP, pkt.ProtoTCP} {
+			for _, opts := range []int{0, 1, 3} {
+				if v6 && opts > 0 {
+					continue
+				}
+				for _, ipLen := range []int{3000, 3001, 8999, 9000 - 14} {
+					for _, pad := range []int{0, 1, 7} {
+						for _, seg := range []int{4096, 2048, 1791, 333, 101} {
+							b, l3, l4 := chainFrame(r, v6, proto, opts, ipLen, pad)
+							field := l4 + 6
+							if proto == pkt.ProtoTCP {
+								field = l4 + 16
+							}
+							// Make the field partial: the folded pseudo header.
+							ip := b[l3 : l3+ipLen]
+							var pseudo uint32
+							if v6 {
+								pseudo = csum.PseudoHeaderIPv6([16]byte(ip[8:24]), [16]byte(ip[24:40]), proto, uint32(ipLen-40))
+							} else {
+								pseudo = csum.PseudoHeaderIPv4([4]byte(ip[12:16]), [4]byte(ip[16:20]), proto, uint16(l3+ipLen-l4))
+							}
+							binary.BigEndian.PutUint16(b[field:], csum.Fold(pseudo))
+							ref := append([]byte(nil), b...)
+							v, err := csum.VerifyTransport(ref[l3 : l3+ipLen])
+							if err != nil || v != csum.Partial {
+								continue // a random payload that happens to be finished
+							}
+							if err := csum.FillTransport(ref[l3 : l3+ipLen]); err != nil {
+								t.Fatal(err)
+							}
+							p := &rxpath.Packet{Len: len(b)}
+							for off := 0; off < len(b); off += seg {
+								p.Segments = append(p.Segments, b[off:min(off+seg, len(b))])
+							}
+							p.Data = p.Segments[0]
+							f := testForwarder()
+							if err := f.parse(p); err != nil {
+								t.Fatalf("v6 %v proto %d opts %d ipLen %d pad %d seg %d: parse: %v", v6, proto, opts, ipLen, pad, seg, err)
+							}
+							ran++
+							if len(p.Segments) > 1 {
+								multi++
+							}
+							if len(p.Segments) == 1 {
+								f.finishPartial(b[l3 : l3+ipLen])
+							} else {
+								f.finishPartialChain(p)
+							}
+							if got, want := binary.BigEndian.Uint16(b[field:]), binary.BigEndian.Uint16(ref[field:]); got != want || f.c.partialFinished.Load() != 1 {
+								t.Fatalf("v6 %v proto %d opts %d ipLen %d pad %d seg %d: field %#04x want %#04x (finished %d)", v6, proto, opts, ipLen, pad, seg, got, want, f.c.partialFinished.Load())
+							}
+						}
+					}
 				}
 			}
 		}

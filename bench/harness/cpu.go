@@ -16,9 +16,9 @@ import (
 const clkTck = 100
 
 // CPUTime is CPU time in seconds: user (with nice), system, and softirq
-// (a CPU's /proc/stat; a process has no softirq column), all in clock
-// ticks (10 ms) at the source; for a process also Exec, its on-CPU time
-// read in ns.
+// (a CPU's /proc/stat; a process has no softirq column), in clock ticks
+// (10 ms) at the source, or in µs for a finished process's rusage; for a
+// process also Exec, its on-CPU time read in ns.
 type CPUTime struct {
 	User    float64 `json:"user"`
 	Sys     float64 `json:"sys"`

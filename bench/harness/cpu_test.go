@@ -1,10 +1,14 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"runtime"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -58,24 +62,51 @@ func TestProcExec(t *testing.T) {
 		t.Fatal(err)
 	}
 	const spin = 20_000_000
-	done := make(chan int64)
-	go func() {
-		runtime.LockOSThread()
-		thread := func() int64 {
-			var ts unix.Timespec
-			if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
-				return spin // stop spinning; the error shows below
+	// spinThread spins spin ns of CPU in a goroutine locked to its
+	// thread and returns that time and the thread's id; the goroutine
+	// then exits still locked, which ends its thread, unless that is the
+	// process's main thread (tid == pid), which the runtime keeps.
+	spinThread := func() (ran, tid int64) {
+		done := make(chan [2]int64)
+		go func() {
+			runtime.LockOSThread() // never unlocked
+			thread := func() int64 {
+				var ts unix.Timespec
+				if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+					return spin // stop spinning; the error shows below
+				}
+				return ts.Nano()
 			}
-			return ts.Nano()
+			t0 := thread()
+			n := int64(0)
+			for n < spin {
+				n = thread() - t0
+			}
+			done <- [2]int64{n, int64(unix.Gettid())}
+		}()
+		r := <-done
+		return r[0], r[1]
+	}
+	var ran int64
+	for try := 0; ; try++ {
+		r, tid := spinThread()
+		ran += r
+		if tid != int64(pid) {
+			// Read the clock only once the thread is gone.
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+				if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); errors.Is(err, fs.ErrNotExist) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("thread %d did not exit", tid)
+				}
+			}
+			break
 		}
-		t0 := thread()
-		n := int64(0)
-		for n < spin {
-			n = thread() - t0
+		if try == 3 {
+			t.Fatal("the spinning goroutine ran on the main thread 4 times")
 		}
-		done <- n
-	}()
-	ran := <-done
+	}
 	x1, err := procExec(pid)
 	if err != nil {
 		t.Fatal(err)

@@ -220,8 +220,8 @@ func parseArgs(args []string) {
 		die("--l3 is only for fwd")
 	case o.fillFrames != 0 && o.mode != "fwd":
 		die("--fill-frames is only for fwd")
-	case o.fillFrames < 0 || o.fillFrames > o.ring:
-		die("--fill-frames %d: want 0..%d (the ring)", o.fillFrames, o.ring)
+	case o.fillFrames < 0 || o.fillFrames > min(o.ring, o.frames):
+		die("--fill-frames %d: want 0..%d (the ring and the UMEM's frames)", o.fillFrames, min(o.ring, o.frames))
 	}
 }
 
@@ -805,7 +805,7 @@ func runRX(fwd bool) {
 		ps, _ := p.Stats() // rounds, full_rounds and sleeps are above
 		fill := o.fillFrames
 		if fill == 0 {
-			fill = o.ring
+			fill = min(o.ring, o.frames) // rxpath's default for one socket on the UMEM
 		}
 		fmt.Fprintf(&b, `,"out_iface":%q,"tx_completed":%d,"tx_full":%d,"l3":%v,"not_routed":%d,"syscalls":%d,"wakeups":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d,"fill_frames":%d`,
 			o.outIfname, r.completed, r.txFull, o.l3, r.notRouted, ps.Syscalls, ps.Wakeups, ps.Naps, ps.NapsEmpty, ps.NapTime.Nanoseconds(), fill)
