@@ -90,8 +90,8 @@ type Config struct {
 	// wake-up; by default a timer of at most 800 µs, since SleepCost is
 	// clamped to [2 µs, 200 µs], and the wake-up is late on a contended
 	// CPU). The poller naps only while the
-	// expected gap to the next packet and the silence since the last one
-	// are shorter than a nap, and, with the default, a nap costs less CPU
+	// expected gap to the next packet plus its mean deviation, and the
+	// silence since the last one, are shorter than a nap, and, with the default, a nap costs less CPU
 	// than it lasts (Stats.NapCost, measured on the process's CPU clock);
 	// otherwise the IdleRounds rule decides between polling again and
 	// sleeping until a socket is readable. Nor does it nap while naps
@@ -101,26 +101,6 @@ type Config struct {
 	// measure again; this holds for an explicit Coalesce too. Negative
 	// (or a non-zero IdleRounds) never naps.
 	Coalesce time.Duration
-	// ThreadWait, when positive, turns on thread waits: while packets
-	// flow (the expected gap to the next packet and the silence since
-	// the last one both shorter than ThreadWait), the poller sleeps by
-	// blocking Run's OS thread in epoll_wait for at most ThreadWait, as a
-	// C receiver sleeps in poll(2), instead of parking its goroutine in
-	// the Go runtime's network poller. A wake-up then costs one system
-	// call and no pass through the Go scheduler. Zero or negative (the
-	// default): never. It is opt-in because its gain is not shown: in an
-	// A/B of make bench's "NAPI deferral" rows on a 2-vCPU VM
-	// (xdpkitbench -m rxdrop --thread-wait 1ms against the default) the
-	// receiver's CPU per packet differed by less than the runs' spread.
-	// With GOMAXPROCS 1 the wait keeps the process's only P, as a
-	// goroutine that computes would (a blocking system call would hand
-	// it over, through another thread, at every wait): the process's
-	// other goroutines and timers run when the poller yields (after a
-	// wait that ends ThreadWait or more after its last yield) or the
-	// runtime preempts it (a signal ends the wait), so they may wait up
-	// to twice ThreadWait. With GOMAXPROCS above 1 the wait is an
-	// ordinary system call, which leaves the P to them.
-	ThreadWait time.Duration
 	// Metadata reads the RX metadata record that an XDP program attached
 	// with xsk.ProgramConfig.Metadata writes in front of each frame into
 	// the Packet (RXHash, RXTimestamp, XDPTime; meta.go). Off, a packet
@@ -153,8 +133,6 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("%w: FillBatch %d", ErrConfig, c.FillBatch)
 	case c.FillFrames < 0:
 		return fmt.Errorf("%w: FillFrames %d", ErrConfig, c.FillFrames)
-	case c.ThreadWait > time.Second:
-		return fmt.Errorf("%w: ThreadWait %v", ErrConfig, c.ThreadWait)
 	case c.Coalesce > time.Second:
 		return fmt.Errorf("%w: Coalesce %v", ErrConfig, c.Coalesce)
 	case c.CopyThreshold > 1<<16:

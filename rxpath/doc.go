@@ -24,8 +24,8 @@
 //     packets that arrive meanwhile gather on the RX rings and one round
 //     takes them all, as the kernel's NAPI deferral (gro_flush_timeout)
 //     does. Chosen while packets flow: the expected gap to the next
-//     arrival and the silence since the last packet are shorter than a
-//     nap lasts (Stats.NapTime, measured), at least half the recent naps
+//     arrival plus its mean deviation, and the silence since the last
+//     packet, are shorter than a nap lasts (Stats.NapTime, measured), at least half the recent naps
 //     found packets, naps end on time (NapTime within 4 timers plus two
 //     SleepCosts), and a nap costs less CPU than it lasts
 //     (Stats.NapCost: the process's CPU time around every 16th nap;
@@ -59,19 +59,6 @@
 // packet the kernel puts on a ring would run the epoll callbacks on the
 // sending CPU and, during a nap, wake the runtime's poller thread. An
 // empty RX ring costs an atomic load, never a system call.
-//
-// With Config.ThreadWait (opt-in), while packets come in bursts further
-// apart than a nap but flow (the expected gap and the silence since the
-// last packet under ThreadWait), a sleep is a thread wait instead
-// (Stats.ThreadWaits): the sockets move to a second epoll set, which the
-// runtime does not watch, and Run's thread blocks in epoll_wait on it for
-// at most ThreadWait, as a C receiver blocks in poll(2). That saves the
-// pass through the Go scheduler that a wake-up through the runtime's
-// poller costs. With GOMAXPROCS 1 the wait keeps the only P (a raw system
-// call: an ordinary one would have the runtime hand the P to another
-// thread at every wait), and the poller yields to the process's other
-// goroutines once a wait ends ThreadWait after its last yield and when a
-// signal (the runtime's preemption request) interrupts a wait.
 //
 // Config.BusyPoll makes every round start with a recvfrom on each socket,
 // which drives the driver's NAPI from this goroutine when the socket was

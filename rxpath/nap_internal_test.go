@@ -65,6 +65,32 @@ func TestNapOverrun(t *testing.T) {
 	}
 }
 
+// TestNapGapDeviation: the poller naps only while the expected gap plus
+// its mean deviation is shorter than a nap. Kernel batches split over two
+// wake-ups (NAPI deferral) make the gaps alternate between short and
+// long: their mean lies under a nap, yet most naps would come back empty.
+func TestNapGapDeviation(t *testing.T) {
+	p := &Poller{}
+	p.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(50 * time.Microsecond))}
+	p.napHit, p.napCost, p.napLen = napOne, time.Microsecond, 60*time.Microsecond
+	now := 10 * time.Millisecond
+	p.lastPkt = now - 5*time.Microsecond
+	for _, c := range []struct {
+		gap, dev time.Duration
+		nap      bool
+	}{
+		{20 * time.Microsecond, 5 * time.Microsecond, true},
+		{20 * time.Microsecond, 40 * time.Microsecond, false}, // alternating gaps
+		{59 * time.Microsecond, 0, true},
+		{60 * time.Microsecond, 0, false},
+	} {
+		p.gap, p.dev = c.gap, c.dev
+		if got := p.napNow(now); got != c.nap {
+			t.Errorf("gap %v, deviation %v, NapTime %v: nap %v, want %v", c.gap, c.dev, p.napLen, got, c.nap)
+		}
+	}
+}
+
 // TestCloseConcurrent: Close is idempotent, also when two calls race
 // (Close holds running while it closes the descriptors, and a second
 // Close must then report nil, not ErrRunning).

@@ -97,26 +97,19 @@ type sock struct {
 // Poller receives from a set of AF_XDP sockets; see the package
 // documentation.
 type Poller struct {
-	cfg   Config
-	socks []*sock
-	pools []*pool
-	ep    *os.File // epoll instance watching every socket
-	epfd  int
-	armed int // the epoll set the sockets are in: see arm
-	// tep is the epoll instance of thread waits (see waitThread); not
-	// in the runtime's poller. stopfd, an eventfd in it, ends a thread
-	// wait when Run's context ends.
-	tep, stopfd int
-	procs       int                // GOMAXPROCS at Run's start
-	yieldAt     time.Duration      // a thread wait ending after this yields (GOMAXPROCS 1)
-	evs         [4]unix.EpollEvent // a thread wait's events
-	busy        int                // rounds that took packets since the last sleep (see disarmAfter)
-	rc          syscall.RawConn
-	ready       func(uintptr) bool
-	tf          *os.File // timerfd of naps
-	trc         syscall.RawConn
-	tfd         int
-	napped      func(uintptr) bool
+	cfg    Config
+	socks  []*sock
+	pools  []*pool
+	ep     *os.File // epoll instance watching every socket
+	epfd   int
+	armed  bool // the sockets are armed in ep: see arm
+	busy   int  // rounds that took packets since the last sleep (see disarmAfter)
+	rc     syscall.RawConn
+	ready  func(uintptr) bool
+	tf     *os.File // timerfd of naps
+	trc    syscall.RawConn
+	tfd    int
+	napped func(uintptr) bool
 
 	closeMu  sync.Mutex // serialises Close
 	running  atomic.Bool
@@ -253,7 +246,7 @@ func (p *Poller) Close() error {
 		return ErrRunning
 	}
 	p.closed.Store(true)
-	err := errors.Join(p.ep.Close(), p.tf.Close(), closeFD(p.tep), closeFD(p.stopfd))
+	err := errors.Join(p.ep.Close(), p.tf.Close())
 	p.running.Store(false)
 	if p.socksOpen() {
 		for _, s := range p.socks {
@@ -321,13 +314,11 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 		p.napLen = nap
 	}
 	p.deadline, p.busy = time.Time{}, 0
-	p.procs, p.yieldAt = runtime.GOMAXPROCS(0), 0
 	p.stop.Store(false)
 	cancelled := make(chan struct{})
 	stopCancel := context.AfterFunc(ctx, func() {
 		defer close(cancelled)
 		p.stop.Store(true)
-		p.wakeThread()
 		_ = p.ep.SetReadDeadline(aLongTimeAgo)
 		_ = p.tf.SetReadDeadline(aLongTimeAgo)
 	})
@@ -338,7 +329,6 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 		_ = p.ep.SetReadDeadline(time.Time{})
 		_ = p.tf.SetReadDeadline(time.Time{})
 		p.deadline = time.Time{}
-		p.drainStop()
 		p.stop.Store(false)
 	}()
 	if p.cfg.Spin {
@@ -425,7 +415,7 @@ func (p *Poller) loop() error {
 		p.lastEmpty, p.wokeAt, p.nappedAt = got == 0, 0, 0
 		if got > 0 {
 			if p.busy++; p.busy == disarmAfter {
-				if err := p.arm(armNone); err != nil {
+				if err := p.arm(false); err != nil {
 					return err
 				}
 			}
@@ -489,12 +479,7 @@ func (p *Poller) loop() error {
 		if starved {
 			wait = starveWait
 		}
-		var woke, quiet bool
-		if !starved && p.threadWaitNow(now) {
-			woke, err = p.waitThread(wait)
-		} else {
-			woke, quiet, err = p.sleep(wait)
-		}
+		woke, quiet, err := p.sleep(wait)
 		if err != nil {
 			return err
 		}
@@ -548,8 +533,9 @@ func (p *Poller) arrived(now time.Duration) {
 
 // napNow decides, after an empty round begun at now, whether to nap:
 // with Config.IdleRounds 0 and Config.Coalesce not negative, while
-// packets flow (the expected gap to the next arrival, and the silence
-// since the last packet, shorter than a nap lasts), at least half the
+// packets flow (the expected gap to the next arrival plus its mean
+// deviation, and the silence since the last packet, shorter than a nap
+// lasts), at least half the
 // recent naps found packets (napHit), naps end on time (NapTime within
 // napOverrun times the timer), and a nap costs less CPU than it
 // lasts (NapCost < NapTime, both measured while running; with an
@@ -626,7 +612,7 @@ func (p *Poller) nap() error {
 		p.c.syscalls++
 		c0 = processCPU()
 	}
-	if err := p.arm(armNone); err != nil {
+	if err := p.arm(false); err != nil {
 		return err
 	}
 	p.c.syscalls++

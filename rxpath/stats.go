@@ -32,8 +32,7 @@ type Stats struct {
 	Naps        uint64 // naps: timed sleeps of Config.Coalesce while packets flow
 	NapsEmpty   uint64 // naps after which the next round took nothing
 	Wakeups     uint64 // sleeps ended by a readable socket
-	ThreadWaits uint64 // sleeps (also counted in Sleeps) that blocked Run's OS thread in epoll_wait instead of parking in the Go runtime's poller (see Config.ThreadWait)
-	Syscalls    uint64 // system calls made by the poller: RX wake-ups, busy polls, epoll_ctl arming the sockets for a sleep or disarming them for a nap or a busy stretch (see disarmAfter), a nap's timerfd calls and CPU-clock reads (the blocking waits themselves, in the Go runtime's poller or a thread wait's epoll_wait, are not counted)
+	Syscalls    uint64 // system calls made by the poller: RX wake-ups, busy polls, epoll_ctl arming the sockets for a sleep or disarming them for a nap or a busy stretch (see disarmAfter), a nap's timerfd calls and CPU-clock reads (the blocking waits themselves, in the Go runtime's poller, are not counted)
 	FillEmpty   uint64 // refills that found a Fill ring empty
 	FillStarved uint64 // refills that found no frame to put on an empty Fill ring
 	// SleepCost is what the idle rule weighs polling against: how long a
@@ -74,9 +73,9 @@ type SocketStats struct {
 }
 
 func (s *Stats) String() string {
-	return fmt.Sprintf("rounds %d (full %d, timed %d, max %d), packets %d (copied %d, lent %d, chains %d, kept %d, dropped %d), frames %d, invalid %d, spins %d (preempted %d), naps %d (empty %d, %v, cpu %v), sleeps %d (thread waits %d), wakeups %d (sleep cost %v, expected gap %v), syscalls %d, fill empty %d, starved %d",
+	return fmt.Sprintf("rounds %d (full %d, timed %d, max %d), packets %d (copied %d, lent %d, chains %d, kept %d, dropped %d), frames %d, invalid %d, spins %d (preempted %d), naps %d (empty %d, %v, cpu %v), sleeps %d, wakeups %d (sleep cost %v, expected gap %v), syscalls %d, fill empty %d, starved %d",
 		s.Rounds, s.FullRounds, s.TimeRounds, s.MaxRound, s.Packets, s.Copied, s.Lent, s.Chains, s.Kept, s.Dropped,
-		s.Frames, s.Invalid, s.Spins, s.Preempted, s.Naps, s.NapsEmpty, s.NapTime, s.NapCost, s.Sleeps, s.ThreadWaits, s.Wakeups, s.SleepCost, s.ExpectedGap, s.Syscalls, s.FillEmpty, s.FillStarved)
+		s.Frames, s.Invalid, s.Spins, s.Preempted, s.Naps, s.NapsEmpty, s.NapTime, s.NapCost, s.Sleeps, s.Wakeups, s.SleepCost, s.ExpectedGap, s.Syscalls, s.FillEmpty, s.FillStarved)
 }
 
 // counters are written by Run only; mirror holds their values as of the
@@ -86,7 +85,7 @@ type counters struct {
 	spins, preempted, naps, napsEmpty           uint64
 	bytes, copied, lent, chains, kept           uint64
 	dropped, invalid, sleeps, wakeups, syscalls uint64
-	fillEmpty, fillStarved, threadWaits         uint64
+	fillEmpty, fillStarved                      uint64
 	hist                                        [HistogramBuckets]uint64
 }
 
@@ -96,7 +95,7 @@ type mirror struct {
 	sleepCost, gap, napLen, napCost             atomic.Int64
 	bytes, copied, lent, chains, kept           atomic.Uint64
 	dropped, invalid, sleeps, wakeups, syscalls atomic.Uint64
-	fillEmpty, fillStarved, threadWaits         atomic.Uint64
+	fillEmpty, fillStarved                      atomic.Uint64
 	hist                                        [HistogramBuckets]atomic.Uint64
 }
 
@@ -153,7 +152,6 @@ func (p *Poller) publish() {
 	m.syscalls.Store(c.syscalls)
 	m.fillEmpty.Store(c.fillEmpty)
 	m.fillStarved.Store(c.fillStarved)
-	m.threadWaits.Store(c.threadWaits)
 	for i := range c.hist {
 		m.hist[i].Store(c.hist[i])
 	}
@@ -184,7 +182,7 @@ func (p *Poller) Stats() (Stats, error) {
 		Spins: m.spins.Load(), Preempted: m.preempted.Load(), Naps: m.naps.Load(), NapsEmpty: m.napsEmpty.Load(), Sleeps: m.sleeps.Load(), Wakeups: m.wakeups.Load(), Syscalls: m.syscalls.Load(),
 		SleepCost: time.Duration(m.sleepCost.Load()), ExpectedGap: time.Duration(m.gap.Load()),
 		NapTime: time.Duration(m.napLen.Load()), NapCost: time.Duration(m.napCost.Load()),
-		FillEmpty: m.fillEmpty.Load(), FillStarved: m.fillStarved.Load(), ThreadWaits: m.threadWaits.Load(),
+		FillEmpty: m.fillEmpty.Load(), FillStarved: m.fillStarved.Load(),
 		Sockets: make([]SocketStats, len(p.socks)),
 	}
 	for i := range m.hist {

@@ -62,7 +62,6 @@ type options struct {
 	coalesce          time.Duration // rxdrop, fwd: rxpath.Config.Coalesce
 	fillFrames        int           // fwd: rxpath.Config.FillFrames (0: the Fill ring's size)
 	busyPoll          int           // rxdrop: busy-poll budget (0: off)
-	threadWait        time.Duration // rxdrop: rxpath.Config.ThreadWait
 	napiDefer         int           // rxdrop: napi_defer_hard_irqs of -i's NAPIs (-1: leave)
 	napiFlush         time.Duration // rxdrop: gro_flush_timeout of -i's NAPIs (-1: leave)
 }
@@ -171,7 +170,6 @@ func parseArgs(args []string) {
 	num(&o.dstPort, "", "dst-port", 9, "txonly: UDP destination port")
 	num(&o.fillFrames, "", "fill-frames", 0, "fwd: frames kept on the Fill ring, rxpath.Config.FillFrames (0: the ring's size)")
 	num(&o.idleRounds, "", "idle-rounds", 0, "rxdrop: rxpath.Config.IdleRounds (0: the poller's default)")
-	fs.DurationVar(&o.threadWait, "thread-wait", 0, "rxdrop: rxpath.Config.ThreadWait, the longest sleep that blocks the thread in epoll_wait while packets flow (0 or negative: never, the default)")
 	num(&o.busyPoll, "", "busy-poll", 0, "rxdrop: busy-poll with this budget (xsk PreferBusyPoll, rxpath BusyPoll; 0: off)")
 	fs.DurationVar(&o.coalesce, "coalesce", 0, "rxdrop, fwd: rxpath.Config.Coalesce, the poller's nap while packets flow (0: its default; negative: never nap)")
 	num(&o.napiDefer, "", "napi-defer", -1, "rxdrop: set napi_defer_hard_irqs of -i's NAPIs for the run (netdev napi-set; -1: leave)")
@@ -738,7 +736,7 @@ func runRX(fwd bool) {
 	}
 	pc := &rxpath.Config{Weight: o.batch, CopyThreshold: -1, FillBatch: o.batch, Coalesce: o.coalesce}
 	if !fwd {
-		pc.IdleRounds, pc.BusyPoll, pc.ThreadWait = o.idleRounds, o.busyPoll > 0, o.threadWait
+		pc.IdleRounds, pc.BusyPoll = o.idleRounds, o.busyPoll > 0
 	} else {
 		pc.FillFrames = o.fillFrames
 	}
@@ -811,8 +809,8 @@ func runRX(fwd bool) {
 			o.outIfname, r.completed, r.txFull, o.l3, r.notRouted, ps.Syscalls, ps.Wakeups, ps.Naps, ps.NapsEmpty, ps.NapTime.Nanoseconds(), fill)
 	} else {
 		ps, _ := p.Stats() // rounds, full_rounds and sleeps are above
-		fmt.Fprintf(&b, `,"spins":%d,"preempted":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d,"nap_cost_ns":%d,"wakeups":%d,"thread_waits":%d,"syscalls":%d,"sleep_cost_ns":%d,"expected_gap_ns":%d`,
-			ps.Spins, ps.Preempted, ps.Naps, ps.NapsEmpty, ps.NapTime.Nanoseconds(), ps.NapCost.Nanoseconds(), ps.Wakeups, ps.ThreadWaits, ps.Syscalls, ps.SleepCost.Nanoseconds(), ps.ExpectedGap.Nanoseconds())
+		fmt.Fprintf(&b, `,"spins":%d,"preempted":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d,"nap_cost_ns":%d,"wakeups":%d,"syscalls":%d,"sleep_cost_ns":%d,"expected_gap_ns":%d`,
+			ps.Spins, ps.Preempted, ps.Naps, ps.NapsEmpty, ps.NapTime.Nanoseconds(), ps.NapCost.Nanoseconds(), ps.Wakeups, ps.Syscalls, ps.SleepCost.Nanoseconds(), ps.ExpectedGap.Nanoseconds())
 	}
 	b.WriteString("}\n")
 	os.Stdout.WriteString(b.String())
