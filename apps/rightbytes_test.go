@@ -420,15 +420,13 @@ func checkDecision(t *testing.T, g rbGen, out, pol string, unfinished bool) {
 	}
 }
 
-// TestRightBytesForward: the same through xdpfwd (gen, fwd, recv), with
-// tx-checksumming on at the generator: with default flags and every
-// policy, no receiver sees a bad or partial checksum. An explicit offload
-// reaches xdpfwd partial, and xdpfwd, whose input is a software device,
-// finishes it as the kernel's forwarding path would (the receivers behind
-// it are not told that it is partial).
-func TestRightBytesForward(t *testing.T) {
+// forwardBed builds the three-namespace topology with the given MTU,
+// tx-checksumming on at the sender, and starts xdpfwd between the two
+// pairs.
+func forwardBed(t *testing.T, mtu int) (*topo.Topology, *topo.Proc) {
+	t.Helper()
 	vethns.Require(t)
-	tp, err := topo.Create(&topo.Config{KeepTxCsum: true})
+	tp, err := topo.Create(&topo.Config{MTU: mtu, KeepTxCsum: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,6 +444,17 @@ func TestRightBytesForward(t *testing.T) {
 	if err := fwd.WaitReady(context.Background(), 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	return tp, fwd
+}
+
+// TestRightBytesForward: the same through xdpfwd (gen, fwd, recv), with
+// tx-checksumming on at the generator: with default flags and every
+// policy, no receiver sees a bad or partial checksum. An explicit offload
+// reaches xdpfwd partial, and xdpfwd, whose input is a software device,
+// finishes it as the kernel's forwarding path would (the receivers behind
+// it are not told that it is partial).
+func TestRightBytesForward(t *testing.T) {
+	tp, fwd := forwardBed(t, 1500)
 	for _, v6 := range []bool{false, true} {
 		dst, fam := tp.Out.B.IPv4.Addr(), "ipv4"
 		if v6 {
@@ -488,25 +497,7 @@ func TestRightBytesForward(t *testing.T) {
 // partial checksums the offload policy leaves must be finished across the
 // chain, for an AF_XDP receiver and for the kernel behind the forwarder.
 func TestRightBytesForwardJumbo(t *testing.T) {
-	vethns.Require(t)
-	tp, err := topo.Create(&topo.Config{MTU: 9000, KeepTxCsum: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := tp.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	setTxCsum(t, tp.In.A, true)
-	fwd, err := topo.Start(tp.Fwd, path("xdpfwd"), nil, "-i", tp.In.B.Name, "-o", tp.Out.A.Name, "-quiet")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fwd.Stop(5 * time.Second) })
-	if err := fwd.WaitReady(context.Background(), 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	tp, fwd := forwardBed(t, 9000)
 	for _, v6 := range []bool{false, true} {
 		dst, fam := tp.Out.B.IPv4.Addr(), "ipv4"
 		if v6 {

@@ -36,9 +36,15 @@ func jumbo(v6 bool, n, seg int) *rxpath.Packet {
 	binary.BigEndian.PutUint16(b[l4:], 1000)
 	binary.BigEndian.PutUint16(b[l4+2:], 9000)
 	binary.BigEndian.PutUint16(b[l4+4:], uint16(n-l4))
-	p := &rxpath.Packet{Len: n}
-	for off := 0; off < n; off += seg {
-		p.Segments = append(p.Segments, b[off:min(off+seg, n)])
+	return chain(b, seg)
+}
+
+// chain makes the frame b a packet of buffers of at most seg bytes, as
+// the kernel hands over a multi-buffer packet.
+func chain(b []byte, seg int) *rxpath.Packet {
+	p := &rxpath.Packet{Len: len(b)}
+	for off := 0; off < len(b); off += seg {
+		p.Segments = append(p.Segments, b[off:min(off+seg, len(b))])
 	}
 	p.Data = p.Segments[0]
 	return p
@@ -82,11 +88,7 @@ func FuzzParseChain(f *testing.F) {
 			return
 		}
 		orig := append([]byte(nil), b...)
-		p := &rxpath.Packet{Len: len(b)}
-		for off := 0; off < len(b); off += int(seg) {
-			p.Segments = append(p.Segments, b[off:min(off+int(seg), len(b))])
-		}
-		p.Data = p.Segments[0]
+		p := chain(b, int(seg))
 		fw := testForwarder()
 		if err := fw.parse(p); err == nil && fw.fr.L3 > 0 && fw.fr.L3+fw.fr.IPLen > len(b) {
 			t.Fatalf("IP length %d at %d beyond a %d-byte packet", fw.fr.IPLen, fw.fr.L3, len(b))
@@ -153,11 +155,7 @@ func TestFinishPartialChain(t *testing.T) {
 			for _, v := range values {
 				b := append([]byte(nil), b0...)
 				binary.BigEndian.PutUint16(b[field:], v)
-				p := &rxpath.Packet{Len: len(b)}
-				for off := 0; off < len(b); off += seg {
-					p.Segments = append(p.Segments, b[off:min(off+seg, len(b))])
-				}
-				p.Data = p.Segments[0]
+				p := chain(b, seg)
 				f := testForwarder()
 				if err := f.parse(p); err != nil {
 					t.Fatal(err)
@@ -264,11 +262,7 @@ func TestFinishPartialChainShapes(t *testing.T) {
 							if err := csum.FillTransport(ref[l3 : l3+ipLen]); err != nil {
 								t.Fatal(err)
 							}
-							p := &rxpath.Packet{Len: len(b)}
-							for off := 0; off < len(b); off += seg {
-								p.Segments = append(p.Segments, b[off:min(off+seg, len(b))])
-							}
-							p.Data = p.Segments[0]
+							p := chain(b, seg)
 							f := testForwarder()
 							if err := f.parse(p); err != nil {
 								t.Fatalf("v6 %v proto %d opts %d ipLen %d pad %d seg %d: parse: %v", v6, proto, opts, ipLen, pad, seg, err)
