@@ -1,6 +1,7 @@
 package apps_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -596,28 +598,67 @@ func ttlExpiry(t *testing.T, b *bed) {
 	}
 }
 
-// TestDemoSIGTERM interrupts the demo while traffic flows: it must remove
-// its namespaces and veths and exit.
+// TestDemoSIGTERM interrupts the demo while traffic flows (xdprecv's
+// status line has counted packets): it must remove its namespaces and
+// veths and exit.
 func TestDemoSIGTERM(t *testing.T) {
 	vethns.Require(t)
-	cmd := exec.Command(path("xdpdemo"), "-duration", "30s", "-quiet")
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
+	cmd := exec.Command(path("xdpdemo"), "-duration", "30s")
+	var (
+		mu          sync.Mutex
+		out, stderr bytes.Buffer
+	)
+	text := func() (string, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return out.String(), stderr.String()
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = writerFunc(func(b []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return stderr.Write(b)
+	})
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	prefix := fmt.Sprintf("xk-%d-", cmd.Process.Pid)
-	deadline := time.Now().Add(15 * time.Second)
-	for !hasNetns(prefix, 3) {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("demo built no topology: %s %s", out.String(), stderr.String())
+	flowing := make(chan struct{})
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		once := sync.OnceFunc(func() { close(flowing) })
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			mu.Lock()
+			out.WriteString(line + "\n")
+			mu.Unlock()
+			// "xdprecv:     1.0s      45370 pps ... total 45392 pkts"
+			if f := strings.Fields(line); len(f) > 2 && f[0] == "xdprecv:" && f[len(f)-1] == "pkts" && f[len(f)-2] != "0" {
+				once()
+			}
 		}
-		time.Sleep(50 * time.Millisecond)
+	}()
+	done := make(chan error, 1)
+	go func() {
+		<-read // Wait closes the pipe: read it to the end first
+		done <- cmd.Wait()
+	}()
+	prefix := fmt.Sprintf("xk-%d-", cmd.Process.Pid)
+	select {
+	case <-flowing:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		o, e := text()
+		t.Fatalf("no traffic counted by xdprecv within 30 s: %s %s", o, e)
 	}
-	time.Sleep(1500 * time.Millisecond) // programs started, traffic flowing
+	if !hasNetns(prefix, 3) {
+		t.Errorf("traffic flows but the demo's namespaces %s* are not there", prefix)
+	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-done:
@@ -628,13 +669,19 @@ func TestDemoSIGTERM(t *testing.T) {
 	if hasNetns(prefix, 1) {
 		t.Errorf("demo left namespaces %s* behind", prefix)
 	}
-	if !strings.Contains(out.String(), "namespaces and veths removed") {
-		t.Errorf("demo output: %s / %s", out.String(), stderr.String())
+	o, e := text()
+	if !strings.Contains(o, "namespaces and veths removed") {
+		t.Errorf("demo output: %s / %s", o, e)
 	}
-	if strings.Contains(stderr.String(), "goroutine") {
-		t.Errorf("demo stderr: %s", stderr.String())
+	if strings.Contains(e, "goroutine") {
+		t.Errorf("demo stderr: %s", e)
 	}
 }
+
+// writerFunc is an io.Writer made of a function.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 func hasNetns(prefix string, n int) bool {
 	entries, _ := os.ReadDir(vethns.NetnsDir)
