@@ -28,10 +28,7 @@ func TestWakeAfterBusy(t *testing.T) {
 	if h.got.Load() != burst {
 		t.Fatalf("received %d of %d datagrams", h.got.Load(), burst)
 	}
-	st0, err := b.poller.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st0 := b.stats(t)
 	if st0.Syscalls == 0 {
 		t.Fatalf("the burst made no epoll_ctl call: the sockets stayed in the epoll set: %s", &st0)
 	}
@@ -46,15 +43,10 @@ func TestWakeAfterBusy(t *testing.T) {
 	got := int64(burst)
 	for try := 0; ; try++ {
 		time.Sleep(600 * time.Millisecond)
-		st1, err := b.poller.Stats()
-		if err != nil {
-			t.Fatal(err)
-		}
+		st1 := b.stats(t)
 		var st rxpath.Stats
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
-			if st, err = b.poller.Stats(); err != nil {
-				t.Fatal(err)
-			}
+			st = b.stats(t)
 			if st.Sleeps > st1.Sleeps {
 				break
 			}
@@ -70,10 +62,7 @@ func TestWakeAfterBusy(t *testing.T) {
 		if h.got.Load() != got {
 			t.Fatalf("received %d of %d datagrams", h.got.Load(), got)
 		}
-		st2, err := b.poller.Stats()
-		if err != nil {
-			t.Fatal(err)
-		}
+		st2 := b.stats(t)
 		t.Logf("try %d: before %s; after %s", try, &st, &st2)
 		if st2.Wakeups > st.Wakeups {
 			break // a datagram ended a sleep

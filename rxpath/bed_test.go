@@ -126,6 +126,16 @@ func (b *bed) close(t testing.TB) {
 	}
 }
 
+// stats returns the poller's Stats; an error fails the test.
+func (b *bed) stats(t testing.TB) rxpath.Stats {
+	t.Helper()
+	st, err := b.poller.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // run starts the poller; stop cancels it and returns Run's error.
 func (b *bed) run(h rxpath.Handler) (stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())

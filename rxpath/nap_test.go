@@ -36,10 +36,7 @@ func TestSleepAfterNapWakes(t *testing.T) {
 	if !r.woke {
 		t.Error("the sleep after a nap ended on its timeout, not on the packet: the sockets were not watched again")
 	}
-	st, err := b.poller.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := b.stats(t)
 	if st.Naps != 1 || st.Wakeups != 1 {
 		t.Errorf("naps %d, wakeups %d, want 1 and 1", st.Naps, st.Wakeups)
 	}

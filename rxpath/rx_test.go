@@ -110,10 +110,7 @@ func TestReceive100k(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := b.poller.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := b.stats(t)
 	t.Logf("%d datagrams in %v: %s; kept %d", chk.got.Load(), elapsed, &st, nkept)
 	if m := chk.err.Load(); m != nil {
 		t.Fatalf("%d bad datagrams, first: %s", chk.bad.Load(), *m)
@@ -160,10 +157,7 @@ func TestTwoQueuesShare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := b.poller.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := b.stats(t)
 	q0, q1 := perQueue[0].Load(), perQueue[1].Load()
 	t.Logf("sent %d, queue 0 got %d, queue 1 got %d; %s", snd.sent.Load(), q0, q1, &st)
 	for i, s := range st.Sockets {
@@ -205,17 +199,11 @@ func cpuTime() time.Duration {
 func TestIdle(t *testing.T) {
 	b := newBed(t, bedConfig{queues: 2})
 	stop := b.run(rxpath.HandlerFunc(func(p *rxpath.Packet) {})) // returns once Run sleeps
-	st0, err := b.poller.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st0 := b.stats(t)
 	c0, w0 := cpuTime(), time.Now()
 	time.Sleep(2 * time.Second)
 	c1, w1 := cpuTime(), time.Now()
-	st1, err := b.poller.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st1 := b.stats(t)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -269,10 +257,7 @@ func TestMultiBuffer9000(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := b.poller.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := b.stats(t)
 	t.Logf("%s; most segments %d; XDP %+v", &st, chk.segs, st.Sockets[0].XDP)
 	if m := chk.err.Load(); m != nil {
 		t.Fatalf("%d bad datagrams, first: %s", chk.bad.Load(), *m)
@@ -418,10 +403,7 @@ func TestRoundEnder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := b.poller.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := b.stats(t)
 	t.Logf("%d packets, %d round ends (stats: %d rounds), at most %d in a round", h.packets, h.rounds, st.Rounds, h.maxInRound)
 	if int64(h.packets) != snd.sent.Load() {
 		t.Errorf("received %d of %d datagrams", h.packets, snd.sent.Load())
