@@ -5,12 +5,14 @@
 #   OUT=/tmp/xdpbench sh bench/c/build.sh              # xdpbench (the default)
 #   OUT=/tmp/csumbench sh bench/c/build.sh csumbench
 #   OUT=/tmp/ntbench sh bench/c/build.sh ntbench
+#   OUT=/tmp/wakebench sh bench/c/build.sh wakebench
 #
 # xdpbench (AF_XDP, the kernel's uapi headers, no libbpf) is built with -O2.
 # csumbench is built at its best for this CPU, -O3 -march=native: its
 # AVX2 and AVX-512 kernels carry target attributes and run only where the
 # CPU has them, so the build works on any x86-64 machine. ntbench uses AVX2
-# intrinsics and is built with -O2 -mavx2.
+# intrinsics and is built with -O2 -mavx2. wakebench (poll(2) on a pipe)
+# is built with -O2.
 #
 # OUT is the binary to write (default: the program's name next to this
 # script), CC the compiler (default gcc), EXTRA_CFLAGS more flags (the
@@ -22,8 +24,9 @@ case $prog in
 xdpbench) flags="-O2" ;;
 csumbench) flags="-O3 -march=native" ;;
 ntbench) flags="-O2 -mavx2" ;;
+wakebench) flags="-O2" ;;
 *)
-	echo "build.sh: unknown program $prog (xdpbench, csumbench, ntbench)" >&2
+	echo "build.sh: unknown program $prog (xdpbench, csumbench, ntbench, wakebench)" >&2
 	exit 2
 	;;
 esac

@@ -2,7 +2,9 @@
 // AF_XDP benchmarks are compared with (xdpbench.c, built by build.sh with
 // the system's gcc against the kernel's uapi headers, without libbpf), and
 // the tests that build it and run each of its modes on veth pairs in
-// network namespaces.
+// network namespaces. wakebench.c, also built by build.sh, is the C half
+// of make bench's wake-up cost comparison (bench/wakebench has the Go
+// half and the waker): it sleeps in poll(2) on a named pipe.
 //
 // xdpbench's modes are txonly (and its alias gen), sink (XDP_DROP), rxdrop
 // and fwd; each prints one JSON line such as

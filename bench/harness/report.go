@@ -109,6 +109,9 @@ func report(r *Results) string {
 	if r.Deliver != nil {
 		writeDeliver(&b, r.Deliver)
 	}
+	if r.Wake != nil {
+		writeWake(&b, r.Wake)
+	}
 	writeHistory(&b, r.History)
 	return b.String()
 }

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Wake is the wake-up cost comparison (-only wake): a waiter sleeps until
+// a named pipe is readable, Count times, woken by a waker on the other CPU
+// writing one byte every Gap; C's waiter sleeps in poll(2)
+// (bench/c/wakebench.c), Go's in the runtime's network poller
+// (bench/wakebench), the ways the C reference's receiver and an
+// rxpath.Poller sleep. It isolates what the NAPI deferral rows' receivers
+// pay per wake-up beyond their packets.
+type Wake struct {
+	Count int       `json:"count"`
+	GapNs int64     `json:"gap_ns"`
+	Runs  []WakeRun `json:"runs"`
+}
+
+// WakeRun is one waiter's JSON line.
+type WakeRun struct {
+	Impl        string `json:"impl"` // "c" or "go"
+	Wakes       int    `json:"wakes"`
+	Bytes       int    `json:"bytes"`
+	CPUNs       int64  `json:"cpu_ns"`
+	CtxSwitches int64  `json:"ctx_switches"`
+}
+
+// PerWake is the waiter's CPU time per wake-up, in µs.
+func (r WakeRun) PerWake() float64 {
+	if r.Wakes == 0 {
+		return 0
+	}
+	return float64(r.CPUNs) / 1e3 / float64(r.Wakes)
+}
+
+// The wake-ups of -only wake: 5000 a second, about the rate of the
+// 300 kpps NAPI deferral row's (make bench's results.json, wakeups).
+const (
+	wakeCount = 10000
+	wakeGap   = 200 * time.Microsecond
+)
+
+func runWake(ctx context.Context, c *config, dir string) (*Wake, error) {
+	cbin := filepath.Join(dir, "wakebench-c")
+	cmd := exec.CommandContext(ctx, "sh", filepath.Join(c.repo, "bench/c/build.sh"), "wakebench")
+	cmd.Env = append(cmd.Environ(), "OUT="+cbin)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build.sh wakebench: %w\n%s", err, b)
+	}
+	gobin := filepath.Join(dir, "wakebench-go")
+	cmd = exec.CommandContext(ctx, "go", "build", "-o", gobin, "./bench/wakebench")
+	cmd.Dir = c.repo
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build ./bench/wakebench: %w\n%s", err, b)
+	}
+	w := &Wake{Count: wakeCount, GapNs: int64(wakeGap)}
+	runs := c.runs
+	if c.quick {
+		w.Count, runs = 500, 1
+	}
+	logf("wake: %d runs of %d wake-ups %v apart, C and Go alternated", runs, w.Count, wakeGap)
+	for range runs {
+		for _, waiter := range [][]string{{cbin}, {gobin, "-m", "wait"}} {
+			r, err := wakeRun(ctx, c, dir, waiter, gobin, w.Count)
+			if err != nil {
+				return w, err
+			}
+			w.Runs = append(w.Runs, r)
+		}
+	}
+	return w, nil
+}
+
+// wakeRun runs one waiter (argv, to which the pipe and the count are
+// added) against the waker, and reads its line.
+func wakeRun(ctx context.Context, c *config, dir string, argv []string, gobin string, n int) (WakeRun, error) {
+	var r WakeRun
+	tmp, err := os.MkdirTemp(dir, "wake")
+	if err != nil {
+		return r, err
+	}
+	defer os.RemoveAll(tmp)
+	fifo := filepath.Join(tmp, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		return r, os.NewSyscallError("mkfifo", err)
+	}
+	bound := 2*time.Duration(n)*wakeGap + 10*time.Second
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	gen, meas := []string{}, []string{}
+	if c.pin {
+		gen = []string{"taskset", "-c", strconv.Itoa(c.genCPU)}
+		meas = []string{"taskset", "-c", strconv.Itoa(c.measCPU)}
+	}
+	wargv := append(append(meas, argv...), fifo, strconv.Itoa(n))
+	wcmd := exec.CommandContext(ctx, wargv[0], wargv[1:]...)
+	var out bytes.Buffer
+	wcmd.Stdout = &out
+	stderr, err := wcmd.StderrPipe()
+	if err != nil {
+		return r, err
+	}
+	if err := wcmd.Start(); err != nil {
+		return r, err
+	}
+	// The waiter says when the pipe is open: the waker's open would
+	// otherwise block, or the waiter miss the first bytes' wake-ups.
+	sc := bufio.NewScanner(stderr)
+	var errText strings.Builder
+	ready := false
+	for !ready && sc.Scan() {
+		ready = sc.Text() == "wakebench: ready"
+		if !ready {
+			errText.WriteString(sc.Text() + "\n")
+		}
+	}
+	if !ready {
+		_ = wcmd.Wait()
+		return r, fmt.Errorf("%s: not ready: %s", strings.Join(wargv, " "), errText.String())
+	}
+	go func() { _, _ = bufio.NewReader(stderr).WriteTo(&errText) }()
+	kargv := append(append(gen, gobin, "-m", "wake"), fifo, strconv.Itoa(n), wakeGap.String())
+	if b, err := exec.CommandContext(ctx, kargv[0], kargv[1:]...).CombinedOutput(); err != nil {
+		_ = wcmd.Process.Kill()
+		_ = wcmd.Wait()
+		return r, fmt.Errorf("%s: %w\n%s", strings.Join(kargv, " "), err, b)
+	}
+	if err := wcmd.Wait(); err != nil {
+		return r, fmt.Errorf("%s: %w\n%s", strings.Join(wargv, " "), err, errText.String())
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(out.Bytes()), &r); err != nil {
+		return r, fmt.Errorf("%s: %w: %q", strings.Join(wargv, " "), err, out.String())
+	}
+	if r.Bytes != n || r.Wakes <= 0 {
+		return r, fmt.Errorf("%s: read %d of %d bytes in %d wake-ups", strings.Join(wargv, " "), r.Bytes, n, r.Wakes)
+	}
+	return r, nil
+}
+
+// writeWake writes the wake-up cost table.
+func writeWake(b *strings.Builder, w *Wake) {
+	fmt.Fprintf(b, "\n### Wake-up cost\n\n"+
+		"A waiter on CPU 1 sleeps until a pipe is readable, woken %d times by a writer on CPU 0, one byte every %v "+
+		"(`-only wake`: bench/c/wakebench.c sleeps in poll(2), as the C reference's receiver does; bench/wakebench "+
+		"in the Go runtime's network poller, as an rxpath.Poller does). CPU is the waiter's process CPU time per "+
+		"wake-up (all its threads), min / median / max over the runs.\n\n", w.Count, time.Duration(w.GapNs))
+	b.WriteString("| waiter | runs | CPU µs per wake-up | context switches per wake-up |\n|---|---:|---:|---:|\n")
+	med := map[string]float64{}
+	for _, impl := range []string{"c", "go"} {
+		var cpu, sw []float64
+		for _, r := range w.Runs {
+			if r.Impl == impl && r.Wakes > 0 {
+				cpu = append(cpu, r.PerWake())
+				sw = append(sw, float64(r.CtxSwitches)/float64(r.Wakes))
+			}
+		}
+		if len(cpu) == 0 {
+			continue
+		}
+		med[impl] = median(cpu)
+		name := map[string]string{"c": "C, poll(2)", "go": "Go, runtime poller"}[impl]
+		fmt.Fprintf(b, "| %s | %d | %.2f / %.2f / %.2f | %.2f |\n", name, len(cpu), slices.Min(cpu), med[impl], slices.Max(cpu), median(sw))
+	}
+	if med["c"] > 0 && med["go"] > 0 {
+		fmt.Fprintf(b, "\nGo/C of the medians: %.2f (%+.2f µs per wake-up).\n", med["go"]/med["c"], med["go"]-med["c"])
+	}
+}
