@@ -56,7 +56,9 @@
  *   (1 ms timeout) after 64 idle rounds. At the end it prints one JSON line
  *   on stdout, e.g.
  *     {"mode":"txonly","frames":N,"seconds":S,"mpps":X,...}
- *   and, once set up, the line "xdpbench: ready" on stderr (so a harness
+ *   (rxdrop and fwd add "wakeups": the polls that found the socket ready,
+ *   as xdpkitbench reports the rxpath.Poller's) and, once set up, the line
+ *   "xdpbench: ready" on stderr (so a harness
  *   can start the peer). Errors go to stderr and the exit code is 1.
  *   rxdrop and fwd measure their rate between the first and the last
  *   packet received; txonly from its start to its last completion.
@@ -208,6 +210,7 @@ static struct {
 	uint32_t nfree;
 	struct xsk xsk[2];
 	int map_fd, prog_fd, link_fd;
+	uint64_t wakeups; /* idle_wait's polls that found the socket ready */
 } g = { .map_fd = -1, .prog_fd = -1, .link_fd = -1, .xsk = { { .fd = -1 }, { .fd = -1 } } };
 
 static volatile sig_atomic_t stop;
@@ -865,9 +868,12 @@ static void kick_rx(struct xsk *x)
 static void idle_wait(struct xsk *x, short events)
 {
 	struct pollfd p = { .fd = x->fd, .events = events };
+	int n = poll(&p, 1, POLL_TIMEOUT_MS);
 
-	if (poll(&p, 1, POLL_TIMEOUT_MS) < 0 && errno != EINTR)
+	if (n < 0 && errno != EINTR)
 		die_errno("poll on %s", x->ifname);
+	if (n > 0)
+		g.wakeups++;
 }
 
 static void stats_of(struct xsk *x, struct xdp_statistics *st)
@@ -1156,12 +1162,12 @@ static void print_rx_json(uint64_t frames, uint64_t first, uint64_t last, uint64
 	printf("{\"mode\":\"%s\",\"frames\":%" PRIu64 ",\"seconds\":%.6f,\"mpps\":%.4f,"
 	       "\"rx_dropped\":%llu,\"rx_ring_full\":%llu,\"fill_empty\":%llu,"
 	       "\"rx_invalid_descs\":%llu,\"wall_seconds\":%.6f,\"iface\":\"%s\",\"queue\":%u,"
-	       "\"batch\":%u,\"ring\":%u,\"frame_size\":%u,\"kicks\":%" PRIu64,
+	       "\"batch\":%u,\"ring\":%u,\"frame_size\":%u,\"kicks\":%" PRIu64 ",\"wakeups\":%" PRIu64,
 	       mode_names[o.mode], frames, secs(last - first), mpps(frames, last - first),
 	       (unsigned long long)st->rx_dropped, (unsigned long long)st->rx_ring_full,
 	       (unsigned long long)st->rx_fill_ring_empty_descs,
 	       (unsigned long long)st->rx_invalid_descs, secs(wall), o.ifname, o.queue,
-	       o.batch, o.ring, o.frame_size, kicks);
+	       o.batch, o.ring, o.frame_size, kicks, g.wakeups);
 	if (o.mode == M_FWD)
 		printf(",\"out_iface\":\"%s\",\"tx_completed\":%" PRIu64 ",\"l3\":%s,\"not_routed\":%" PRIu64,
 		       o.out_ifname, tx_completed, o.l3 ? "true" : "false", not_routed);
