@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -110,37 +110,28 @@ func wakeRun(ctx context.Context, c *config, dir string, argv []string, gobin st
 	wcmd := exec.CommandContext(ctx, wargv[0], wargv[1:]...)
 	var out bytes.Buffer
 	wcmd.Stdout = &out
-	stderr, err := wcmd.StderrPipe()
-	if err != nil {
-		return r, err
-	}
+	// The waiter says on stderr when the pipe is open: the waker's open
+	// would otherwise block, or the waiter miss the first bytes' wake-ups.
+	errw := &readyWriter{ready: make(chan struct{})}
+	wcmd.Stderr = errw
 	if err := wcmd.Start(); err != nil {
 		return r, err
 	}
-	// The waiter says when the pipe is open: the waker's open would
-	// otherwise block, or the waiter miss the first bytes' wake-ups.
-	sc := bufio.NewScanner(stderr)
-	var errText strings.Builder
-	ready := false
-	for !ready && sc.Scan() {
-		ready = sc.Text() == "wakebench: ready"
-		if !ready {
-			errText.WriteString(sc.Text() + "\n")
-		}
+	exited := make(chan error, 1)
+	go func() { exited <- wcmd.Wait() }()
+	select {
+	case <-errw.ready:
+	case err := <-exited:
+		return r, fmt.Errorf("%s: ended before it was ready: %v\n%s", strings.Join(wargv, " "), err, errw)
 	}
-	if !ready {
-		_ = wcmd.Wait()
-		return r, fmt.Errorf("%s: not ready: %s", strings.Join(wargv, " "), errText.String())
-	}
-	go func() { _, _ = bufio.NewReader(stderr).WriteTo(&errText) }()
 	kargv := append(append(gen, gobin, "-m", "wake"), fifo, strconv.Itoa(n), wakeGap.String())
 	if b, err := exec.CommandContext(ctx, kargv[0], kargv[1:]...).CombinedOutput(); err != nil {
 		_ = wcmd.Process.Kill()
-		_ = wcmd.Wait()
+		<-exited
 		return r, fmt.Errorf("%s: %w\n%s", strings.Join(kargv, " "), err, b)
 	}
-	if err := wcmd.Wait(); err != nil {
-		return r, fmt.Errorf("%s: %w\n%s", strings.Join(wargv, " "), err, errText.String())
+	if err := <-exited; err != nil {
+		return r, fmt.Errorf("%s: %w\n%s", strings.Join(wargv, " "), err, errw)
 	}
 	if err := json.Unmarshal(bytes.TrimSpace(out.Bytes()), &r); err != nil {
 		return r, fmt.Errorf("%s: %w: %q", strings.Join(wargv, " "), err, out.String())
@@ -149,6 +140,32 @@ func wakeRun(ctx context.Context, c *config, dir string, argv []string, gobin st
 		return r, fmt.Errorf("%s: read %d of %d bytes in %d wake-ups", strings.Join(wargv, " "), r.Bytes, n, r.Wakes)
 	}
 	return r, nil
+}
+
+// readyWriter is a waiter's stderr: it keeps what the waiter writes and
+// closes ready once the waiter's "wakebench: ready" line came.
+type readyWriter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	ready chan struct{}
+	seen  bool
+}
+
+func (w *readyWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if !w.seen && bytes.Contains(w.buf.Bytes(), []byte("wakebench: ready\n")) {
+		w.seen = true
+		close(w.ready)
+	}
+	return len(p), nil
+}
+
+func (w *readyWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }
 
 // writeWake writes the wake-up cost table.
