@@ -15,9 +15,8 @@ import (
 // timerfd through unix.Poll. Spinning through a wait costs about the wait
 // in CPU; sleeping costs cpu-ns/op, whatever the wait: the break-even an
 // idle rule weighs. The timer fires on the sleeping CPU itself, and poll
-// is not what a C program pays: unix.Poll enters the system call through
-// the runtime (entersyscall), which wakes the runtime's sysmon thread
-// after a sleep. make bench's wake-up cost table (bench/harness, -only
+// goes through the runtime's system-call entry and exit, which a C
+// program does not. make bench's wake-up cost table (bench/harness, -only
 // wake) compares the runtime's poller with C's poll(2), woken from the
 // other CPU as a packet wakes a receiver on veth.
 func BenchmarkSleepCycle(b *testing.B) {

@@ -15,7 +15,7 @@
  * A waker on another CPU (bench/wakebench -m wake) writes one byte at a
  * time, paced. At the end it prints one JSON line on stdout:
  *   {"impl":"c","wakes":W,"bytes":N,"cpu_ns":C,"ctx_switches":S}
- * wakes counts the polls, cpu_ns is the process's CPU time (clock_gettime
+ * wakes counts the polls that found the pipe readable, cpu_ns is the process's CPU time (clock_gettime
  * CLOCK_PROCESS_CPUTIME_ID) from the first read to the last, ctx_switches
  * getrusage's voluntary and involuntary context switches meanwhile. It
  * prints "wakebench: ready" on stderr once the pipe is open.
@@ -50,9 +50,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: wakebench FIFO N\n");
 		return 2;
 	}
-	long want = atol(argv[2]);
+	char *end;
+	long want = strtol(argv[2], &end, 10);
+	if (*argv[2] == '\0' || *end != '\0' || want <= 0) {
+		fprintf(stderr, "wakebench: count %s: want a positive number\n", argv[2]);
+		return 2;
+	}
 	int fd = open(argv[1], O_RDWR | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0 || want <= 0) {
+	if (fd < 0) {
 		perror("wakebench: open");
 		return 1;
 	}
@@ -72,11 +77,13 @@ int main(int argc, char **argv)
 			perror("wakebench: read");
 			return 1;
 		}
-		if (poll(&p, 1, 1000) < 0 && errno != EINTR) {
+		int r = poll(&p, 1, 1000);
+		if (r < 0 && errno != EINTR) {
 			perror("wakebench: poll");
 			return 1;
 		}
-		wakes++;
+		if (r > 0)
+			wakes++;
 	}
 	long long c = cpu_ns() - c0;
 	printf("{\"impl\":\"c\",\"wakes\":%ld,\"bytes\":%ld,\"cpu_ns\":%lld,\"ctx_switches\":%ld}\n",

@@ -69,16 +69,19 @@
 //     Run pinned to CPU 1 on one locked thread. A failing cell is reported,
 //     and the run exits non-zero, after writing everything.
 //  4. The wake-up cost comparison (wake.go, -only wake): a waiter pinned
-//     to CPU 1 sleeps until a named pipe is readable, 10000 times, woken
-//     by a writer on CPU 0 (bench/wakebench -m wake) that writes one byte
-//     every 200 µs, about the wake-up rate of the 300 kpps NAPI deferral
-//     row. C's waiter (bench/c/wakebench.c) sleeps in poll(2), as
-//     xdpbench's receiver does; Go's (bench/wakebench) in the runtime's
-//     network poller, as an rxpath.Poller does. Each reports its process
-//     CPU time and context switches; the table gives the CPU per wake-up,
-//     min / median / max over -runs runs of each, alternated. It is what
-//     the NAPI deferral rows' receivers pay per wake-up beyond their
-//     packets, and sets a floor under those rows' xdpkit/C.
+//     to CPU 1 sleeps until a named pipe is readable, woken by a writer on
+//     CPU 0 (bench/wakebench -m wake) that writes 10000 bytes one at a
+//     time, 200 µs apart, about the wake-up rate of the 300 kpps NAPI
+//     deferral row. C's waiter (bench/c/wakebench.c) sleeps in poll(2), as
+//     xdpbench's receiver does; Go's (bench/wakebench) on an epoll set
+//     registered with the runtime's network poller, with a read deadline,
+//     as an rxpath.Poller does. Each reports its process CPU time, its
+//     wake-ups and its context switches; the table gives the CPU per
+//     wake-up, min / median / max over -runs runs of each (C and Go
+//     alternately first, after a warm-up run of each) and the spread of
+//     Go/C over the pairs. It is the part of the NAPI deferral rows'
+//     cost per wake-up that is the wake-up itself, and explains part of
+//     their xdpkit/C.
 //
 // Every full run appends one line to history.jsonl (commit, date, CPU,
 // kernel, load average, the medians); the report ends with the spread

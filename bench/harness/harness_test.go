@@ -219,25 +219,27 @@ BenchmarkDeliver/keep/1500-2 	1000	20.0 ns/op
 }
 
 // TestWakeReport checks the wake-up table: CPU per wake-up from each
-// run's totals, min / median / max by waiter, and Go/C of the medians.
+// run's totals, min / median / max by waiter, Go/C of the medians and the
+// spread over the pairs as they ran (either first).
 func TestWakeReport(t *testing.T) {
-	w := &Wake{Count: 100, GapNs: 200000, Runs: []WakeRun{
+	w := &Wake{Count: 100, GapNs: 200000, Pinned: true, GenCPU: 0, MeasCPU: 1, Runs: []WakeRun{
 		{Impl: "c", Wakes: 100, Bytes: 100, CPUNs: 800000, CtxSwitches: 100},
 		{Impl: "go", Wakes: 100, Bytes: 100, CPUNs: 1000000, CtxSwitches: 100},
-		{Impl: "c", Wakes: 50, Bytes: 100, CPUNs: 500000, CtxSwitches: 50},
 		{Impl: "go", Wakes: 100, Bytes: 100, CPUNs: 1200000, CtxSwitches: 200},
+		{Impl: "c", Wakes: 50, Bytes: 100, CPUNs: 500000, CtxSwitches: 50},
 		{Impl: "c", Wakes: 100, Bytes: 100, CPUNs: 600000, CtxSwitches: 100},
-		{Impl: "go", Wakes: 100, Bytes: 100, CPUNs: 900000, CtxSwitches: 100},
+		{Impl: "go", Wakes: 90, Bytes: 100, CPUNs: 810000, CtxSwitches: 90},
 	}}
-	if got := w.Runs[2].PerWake(); got != 10 {
+	if got := w.Runs[3].PerWake(); got != 10 {
 		t.Errorf("PerWake = %v µs, want 10", got)
 	}
 	var b strings.Builder
 	writeWake(&b, w)
 	for _, want := range []string{
-		"| C, poll(2) | 3 | 6.00 / 8.00 / 10.00 | 1.00 |",
-		"| Go, runtime poller | 3 | 9.00 / 10.00 / 12.00 | 1.00 |",
-		"Go/C of the medians: 1.25 (+2.00 µs per wake-up).",
+		"a waiter on CPU 1 sleeps until a pipe is readable, woken by a writer on CPU 0 that writes 100 bytes",
+		"| C, poll(2) | 3 | 50-100 | 6.00 / 8.00 / 10.00 | 1.00 |",
+		"| Go, runtime poller | 3 | 90-100 | 9.00 / 10.00 / 12.00 | 1.00 |",
+		"Go/C of the medians: 1.25 (+2.00 µs per wake-up); spread 1.20-1.50.",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())

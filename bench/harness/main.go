@@ -228,10 +228,10 @@ func run(c *config) error {
 	}
 	if slices.Contains(parts, "wake") {
 		w, err := runWake(ctx, c, bin)
-		res.Wake = w
 		if err != nil {
 			return fmt.Errorf("wake: %w", err)
 		}
+		res.Wake = w
 	}
 	if slices.Contains(parts, "xdp") {
 		x, err := runXDP(ctx, c, bin)

@@ -12,22 +12,27 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 // Wake is the wake-up cost comparison (-only wake): a waiter sleeps until
-// a named pipe is readable, Count times, woken by a waker on the other CPU
-// writing one byte every Gap; C's waiter sleeps in poll(2)
-// (bench/c/wakebench.c), Go's in the runtime's network poller
-// (bench/wakebench), the ways the C reference's receiver and an
-// rxpath.Poller sleep. It isolates what the NAPI deferral rows' receivers
-// pay per wake-up beyond their packets.
+// a named pipe is readable, woken by a waker on the other CPU that writes
+// Count bytes one at a time, Gap apart; C's waiter sleeps in poll(2)
+// (bench/c/wakebench.c), Go's on an epoll set registered with the
+// runtime's network poller (bench/wakebench), the ways the C reference's
+// receiver and an rxpath.Poller sleep. It isolates the part of what the
+// NAPI deferral rows' receivers pay per wake-up that is the wake-up
+// itself.
 type Wake struct {
-	Count int       `json:"count"`
-	GapNs int64     `json:"gap_ns"`
-	Runs  []WakeRun `json:"runs"`
+	Count   int       `json:"count"`
+	GapNs   int64     `json:"gap_ns"`
+	Pinned  bool      `json:"pinned"`
+	GenCPU  int       `json:"gen_cpu"`
+	MeasCPU int       `json:"meas_cpu"`
+	Runs    []WakeRun `json:"runs"` // C and Go in the order they ran, pair by pair
 }
 
 // WakeRun is one waiter's JSON line.
@@ -67,19 +72,28 @@ func runWake(ctx context.Context, c *config, dir string) (*Wake, error) {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go build ./bench/wakebench: %w\n%s", err, b)
 	}
-	w := &Wake{Count: wakeCount, GapNs: int64(wakeGap)}
+	w := &Wake{Count: wakeCount, GapNs: int64(wakeGap), Pinned: c.pin, GenCPU: c.genCPU, MeasCPU: c.measCPU}
 	runs := c.runs
 	if c.quick {
 		w.Count, runs = 500, 1
 	}
-	logf("wake: %d runs of %d wake-ups %v apart, C and Go alternated", runs, w.Count, wakeGap)
-	for range runs {
-		for _, waiter := range [][]string{{cbin}, {gobin, "-m", "wait"}} {
+	cw, gw := []string{cbin}, []string{gobin, "-m", "wait"}
+	logf("wake: %d runs of %d wake-ups %v apart, C and Go alternated, after a warm-up run of each", runs, w.Count, wakeGap)
+	for i := -1; i < runs; i++ {
+		// Alternate which waiter goes first, so that neither always
+		// follows the other.
+		order := [][]string{cw, gw}
+		if i%2 == 1 {
+			order = [][]string{gw, cw}
+		}
+		for _, waiter := range order {
 			r, err := wakeRun(ctx, c, dir, waiter, gobin, w.Count)
 			if err != nil {
-				return w, err
+				return nil, err
 			}
-			w.Runs = append(w.Runs, r)
+			if i >= 0 {
+				w.Runs = append(w.Runs, r)
+			}
 		}
 	}
 	return w, nil
@@ -108,6 +122,9 @@ func wakeRun(ctx context.Context, c *config, dir string, argv []string, gobin st
 	}
 	wargv := append(append(meas, argv...), fifo, strconv.Itoa(n))
 	wcmd := exec.CommandContext(ctx, wargv[0], wargv[1:]...)
+	// Neither half outlives the harness (taskset execs the program, which
+	// keeps the signal).
+	wcmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var out bytes.Buffer
 	wcmd.Stdout = &out
 	// The waiter says on stderr when the pipe is open: the waker's open
@@ -125,7 +142,9 @@ func wakeRun(ctx context.Context, c *config, dir string, argv []string, gobin st
 		return r, fmt.Errorf("%s: ended before it was ready: %v\n%s", strings.Join(wargv, " "), err, errw)
 	}
 	kargv := append(append(gen, gobin, "-m", "wake"), fifo, strconv.Itoa(n), wakeGap.String())
-	if b, err := exec.CommandContext(ctx, kargv[0], kargv[1:]...).CombinedOutput(); err != nil {
+	kcmd := exec.CommandContext(ctx, kargv[0], kargv[1:]...)
+	kcmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if b, err := kcmd.CombinedOutput(); err != nil {
 		_ = wcmd.Process.Kill()
 		<-exited
 		return r, fmt.Errorf("%s: %w\n%s", strings.Join(kargv, " "), err, b)
@@ -170,19 +189,25 @@ func (w *readyWriter) String() string {
 
 // writeWake writes the wake-up cost table.
 func writeWake(b *strings.Builder, w *Wake) {
+	where := "a waiter sleeps until a pipe is readable, woken by a writer"
+	if w.Pinned {
+		where = fmt.Sprintf("a waiter on CPU %d sleeps until a pipe is readable, woken by a writer on CPU %d", w.MeasCPU, w.GenCPU)
+	}
 	fmt.Fprintf(b, "\n### Wake-up cost\n\n"+
-		"A waiter on CPU 1 sleeps until a pipe is readable, woken %d times by a writer on CPU 0, one byte every %v "+
+		"In each run %s that writes %d bytes one at a time, %v apart "+
 		"(`-only wake`: bench/c/wakebench.c sleeps in poll(2), as the C reference's receiver does; bench/wakebench "+
-		"in the Go runtime's network poller, as an rxpath.Poller does). CPU is the waiter's process CPU time per "+
-		"wake-up (all its threads), min / median / max over the runs.\n\n", w.Count, time.Duration(w.GapNs))
-	b.WriteString("| waiter | runs | CPU µs per wake-up | context switches per wake-up |\n|---|---:|---:|---:|\n")
+		"on an epoll set registered with the Go runtime's poller, as an rxpath.Poller does). CPU is the waiter's process CPU time per "+
+		"wake-up (all its threads), min / median / max over the runs; *spread* is the range of Go/C over the runs paired as they ran "+
+		"(C and Go alternately first, after a warm-up run of each).\n\n", where, w.Count, time.Duration(w.GapNs))
+	b.WriteString("| waiter | runs | wake-ups per run | CPU µs per wake-up | context switches per wake-up |\n|---|---:|---:|---:|---:|\n")
 	med := map[string]float64{}
 	for _, impl := range []string{"c", "go"} {
-		var cpu, sw []float64
+		var cpu, sw, wakes []float64
 		for _, r := range w.Runs {
 			if r.Impl == impl && r.Wakes > 0 {
 				cpu = append(cpu, r.PerWake())
 				sw = append(sw, float64(r.CtxSwitches)/float64(r.Wakes))
+				wakes = append(wakes, float64(r.Wakes))
 			}
 		}
 		if len(cpu) == 0 {
@@ -190,9 +215,21 @@ func writeWake(b *strings.Builder, w *Wake) {
 		}
 		med[impl] = median(cpu)
 		name := map[string]string{"c": "C, poll(2)", "go": "Go, runtime poller"}[impl]
-		fmt.Fprintf(b, "| %s | %d | %.2f / %.2f / %.2f | %.2f |\n", name, len(cpu), slices.Min(cpu), med[impl], slices.Max(cpu), median(sw))
+		fmt.Fprintf(b, "| %s | %d | %.0f-%.0f | %.2f / %.2f / %.2f | %.2f |\n", name, len(cpu), slices.Min(wakes), slices.Max(wakes),
+			slices.Min(cpu), med[impl], slices.Max(cpu), median(sw))
 	}
-	if med["c"] > 0 && med["go"] > 0 {
-		fmt.Fprintf(b, "\nGo/C of the medians: %.2f (%+.2f µs per wake-up).\n", med["go"]/med["c"], med["go"]-med["c"])
+	var pairs []float64
+	for i := 0; i+1 < len(w.Runs); i += 2 {
+		c, g := w.Runs[i], w.Runs[i+1]
+		if c.Impl == "go" {
+			c, g = g, c
+		}
+		if c.PerWake() > 0 {
+			pairs = append(pairs, g.PerWake()/c.PerWake())
+		}
+	}
+	if med["c"] > 0 && med["go"] > 0 && len(pairs) > 0 {
+		fmt.Fprintf(b, "\nGo/C of the medians: %.2f (%+.2f µs per wake-up); spread %.2f-%.2f.\n",
+			med["go"]/med["c"], med["go"]-med["c"], slices.Min(pairs), slices.Max(pairs))
 	}
 }

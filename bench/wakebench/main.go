@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"time"
@@ -13,7 +14,7 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "wakebench:", err)
 		os.Exit(1)
 	}
@@ -21,7 +22,7 @@ func main() {
 
 const usage = "usage: wakebench -m wait FIFO N | wakebench -m wake FIFO N GAP"
 
-func run(args []string) error {
+func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) < 4 || args[0] != "-m" {
 		return errors.New(usage)
 	}
@@ -31,7 +32,7 @@ func run(args []string) error {
 	}
 	switch {
 	case args[1] == "wait" && len(args) == 4:
-		return wait(args[2], n)
+		return wait(args[2], n, stdout, stderr)
 	case args[1] == "wake" && len(args) == 5:
 		gap, err := time.ParseDuration(args[4])
 		if err != nil || gap <= 0 || gap > time.Second {
@@ -51,65 +52,129 @@ type Result struct {
 	CtxSwitches int64  `json:"ctx_switches"`
 }
 
-func wait(path string, want int) error {
+// deadline is how far ahead the waiter's read deadline lies, as a
+// Poller's sleeps have one (its closedWait) that most sleeps leave alone.
+const deadline = 500 * time.Millisecond
+
+// wait reads want bytes from the named pipe path, sleeping as an
+// rxpath.Poller sleeps (rxpath/wait.go): on an epoll set of its own that
+// watches the pipe, registered with the runtime's poller, with a read
+// deadline, looking at the pipe with a raw read(2) from the readiness
+// callback.
+func wait(path string, want int, stdout, stderr io.Writer) error {
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return os.NewSyscallError("open", err)
 	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	rc, err := f.SyscallConn()
+	defer unix.Close(fd)
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return os.NewSyscallError("epoll_create1", err)
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		unix.Close(epfd)
+		return os.NewSyscallError("epoll_ctl", err)
+	}
+	// Non-blocking before os.NewFile, which then registers it with the
+	// runtime's poller.
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		unix.Close(epfd)
+		return os.NewSyscallError("fcntl", err)
+	}
+	ep := os.NewFile(uintptr(epfd), "wakebench-epoll")
+	defer ep.Close()
+	rc, err := ep.SyscallConn()
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(os.Stderr, "wakebench: ready")
+	fmt.Fprintln(stderr, "wakebench: ready")
 	var buf [4096]byte
 	got, wakes := 0, 0
 	var rerr error
 	// read empties the pipe; it reports true (stop waiting) once want
 	// bytes came or on an error, false when the pipe is empty: then
-	// rc.Read parks until the pipe is readable, and calls it again. Each
-	// false counts as a wake-up, as each poll(2) in the C half.
-	read := func(fd uintptr) bool {
+	// rc.Read parks until the epoll set is readable, and calls it again.
+	// Each false counts as a wake-up (less those that ended on the
+	// deadline), as each poll(2) that found the pipe readable in the C
+	// half. A raw read: a syscall.Syscall here would
+	// wake the runtime's sysmon thread after each sleep (entersyscall does
+	// while every P is idle and sysmon sleeps), which a Poller, looking
+	// at its rings in memory, does not pay.
+	read := func(uintptr) bool {
 		for got < want {
-			r, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
-			switch {
-			case e == unix.EAGAIN:
-				wakes++ // rc.Read parks until the pipe is readable
+			r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
+			switch e {
+			case 0:
+				got += int(r)
+			case unix.EAGAIN:
+				wakes++
 				return false
-			case e == unix.EINTR:
-				continue
-			case e != 0:
+			case unix.EINTR:
+			default:
 				rerr = os.NewSyscallError("read", e)
 				return true
 			}
-			got += int(r)
 		}
 		return true
 	}
-	c0, s0 := cpu(), switches()
-	if err := rc.Read(read); err != nil {
+	c0, err := cpu()
+	if err != nil {
 		return err
 	}
-	res := Result{Impl: "go", Wakes: wakes, Bytes: got, CPUNs: int64(cpu() - c0), CtxSwitches: switches() - s0}
+	s0, err := switches()
+	if err != nil {
+		return err
+	}
+	for got < want && rerr == nil {
+		// As a Poller sets its deadline only when the one in place has
+		// passed: a wake-up between makes no timer call.
+		if err := ep.SetReadDeadline(time.Now().Add(deadline)); err != nil {
+			return err
+		}
+		switch err := rc.Read(read); {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			wakes-- // the last park ended on the deadline, not readable
+		case err != nil:
+			return err
+		}
+	}
 	if rerr != nil {
 		return rerr
 	}
-	return json.NewEncoder(os.Stdout).Encode(res)
+	c1, err := cpu()
+	if err != nil {
+		return err
+	}
+	s1, err := switches()
+	if err != nil {
+		return err
+	}
+	res := Result{Impl: "go", Wakes: wakes, Bytes: got, CPUNs: int64(c1 - c0), CtxSwitches: s1 - s0}
+	return json.NewEncoder(stdout).Encode(res)
 }
 
-func wake(path string, n int, gap time.Duration) error {
+// wake writes n bytes to the named pipe path, one every gap, spinning on
+// the clock in between (a sleep would not wake up on time). A writer that
+// falls behind (descheduled) goes on from now rather than writing the
+// missed bytes back to back.
+func wake(path string, n int, gap time.Duration) (err error) {
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { err = errors.Join(err, f.Close()) }()
 	fd := int(f.Fd())
 	b := []byte{1}
 	next := time.Now()
 	for range n {
 		next = next.Add(gap)
-		for time.Now().Before(next) {
+		now := time.Now()
+		for now.Before(next) {
+			now = time.Now()
+		}
+		if now.Sub(next) > gap {
+			next = now
 		}
 		if _, err := unix.Write(fd, b); err != nil {
 			return os.NewSyscallError("write", err)
@@ -118,18 +183,18 @@ func wake(path string, n int, gap time.Duration) error {
 	return nil
 }
 
-func cpu() time.Duration {
+func cpu() (time.Duration, error) {
 	var ts unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts) != nil {
-		return 0
+	if err := unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts); err != nil {
+		return 0, os.NewSyscallError("clock_gettime", err)
 	}
-	return time.Duration(ts.Nano())
+	return time.Duration(ts.Nano()), nil
 }
 
-func switches() int64 {
+func switches() (int64, error) {
 	var ru unix.Rusage
-	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
-		return 0
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0, os.NewSyscallError("getrusage", err)
 	}
-	return ru.Nvcsw + ru.Nivcsw
+	return ru.Nvcsw + ru.Nivcsw, nil
 }

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestWaitWake runs a waiter and a waker on one named pipe: the waiter
+// reads every byte, parks at least once (the waker writes them 1 ms apart,
+// so the pipe is empty between) and reports its CPU time.
+func TestWaitWake(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	var out, errOut bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- run([]string{"-m", "wait", fifo, "50"}, &out, &errOut) }()
+	// The waker's open blocks until the waiter has the pipe open.
+	werr := run([]string{"-m", "wake", fifo, "50", "1ms"}, nil, nil)
+	if err := <-done; err != nil {
+		t.Fatalf("waiter: %v (waker: %v)", err, werr)
+	}
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	if !strings.Contains(errOut.String(), "wakebench: ready") {
+		t.Errorf("stderr %q lacks the ready line", errOut.String())
+	}
+	var r Result
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v: %q", err, out.String())
+	}
+	if r.Impl != "go" || r.Bytes != n || r.Wakes < 1 || r.Wakes > n || r.CPUNs <= 0 {
+		t.Errorf("result %+v: want impl go, %d bytes, 1 to %d wake-ups, CPU time", r, n, n)
+	}
+}
+
+func TestRunUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{}, {"-m", "wait", "f"}, {"-m", "wait", "f", "0"}, {"-m", "wake", "f", "5"},
+		{"-m", "wake", "f", "5", "0s"}, {"-m", "wake", "f", "5", "2s"}, {"-m", "other", "f", "5"},
+	} {
+		if err := run(args, nil, nil); err == nil {
+			t.Errorf("run(%q) did not fail", args)
+		}
+	}
+}
