@@ -118,11 +118,7 @@ func wait(path string, want int, stdout, stderr io.Writer) error {
 		}
 		return true
 	}
-	c0, err := cpu()
-	if err != nil {
-		return err
-	}
-	s0, err := switches()
+	u0, err := readUsage()
 	if err != nil {
 		return err
 	}
@@ -142,15 +138,11 @@ func wait(path string, want int, stdout, stderr io.Writer) error {
 	if rerr != nil {
 		return rerr
 	}
-	c1, err := cpu()
+	u1, err := readUsage()
 	if err != nil {
 		return err
 	}
-	s1, err := switches()
-	if err != nil {
-		return err
-	}
-	res := Result{Impl: "go", Wakes: wakes, Bytes: got, CPUNs: int64(c1 - c0), CtxSwitches: s1 - s0}
+	res := Result{Impl: "go", Wakes: wakes, Bytes: got, CPUNs: int64(u1.cpu - u0.cpu), CtxSwitches: u1.switches - u0.switches}
 	return json.NewEncoder(stdout).Encode(res)
 }
 
@@ -183,18 +175,21 @@ func wake(path string, n int, gap time.Duration) (err error) {
 	return nil
 }
 
-func cpu() (time.Duration, error) {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts); err != nil {
-		return 0, os.NewSyscallError("clock_gettime", err)
-	}
-	return time.Duration(ts.Nano()), nil
+// used is the process's CPU time (all threads) and context switches
+// (voluntary and involuntary) so far.
+type used struct {
+	cpu      time.Duration
+	switches int64
 }
 
-func switches() (int64, error) {
+func readUsage() (used, error) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts); err != nil {
+		return used{}, os.NewSyscallError("clock_gettime", err)
+	}
 	var ru unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return 0, os.NewSyscallError("getrusage", err)
+		return used{}, os.NewSyscallError("getrusage", err)
 	}
-	return ru.Nvcsw + ru.Nivcsw, nil
+	return used{time.Duration(ts.Nano()), ru.Nvcsw + ru.Nivcsw}, nil
 }
