@@ -79,9 +79,8 @@
 //     wake-ups and its context switches; the table gives the CPU per
 //     wake-up, min / median / max over -runs runs of each (C and Go
 //     alternately first, after a warm-up run of each) and the spread of
-//     Go/C over the pairs. It is the part of the NAPI deferral rows'
-//     cost per wake-up that is the wake-up itself, and explains part of
-//     their xdpkit/C.
+//     Go/C over the pairs. It measures the part of the NAPI deferral
+//     rows' cost per wake-up that is the wake-up itself.
 //
 // Every full run appends one line to history.jsonl (commit, date, CPU,
 // kernel, load average, the medians); the report ends with the spread
