@@ -180,10 +180,8 @@ func runMicro(ctx context.Context, c *config, dir string) ([]MicroResult, error)
 	// undisturbed ones on a shared machine.
 	for _, prog := range []string{"csumbench", "ntbench"} {
 		bin := filepath.Join(dir, prog)
-		cmd := exec.CommandContext(ctx, "sh", filepath.Join(c.repo, "bench/c/build.sh"), prog)
-		cmd.Env = append(cmd.Environ(), "OUT="+bin)
-		if b, err := cmd.CombinedOutput(); err != nil {
-			return res, fmt.Errorf("build.sh %s: %w\n%s", prog, err, b)
+		if err := buildC(ctx, c, prog, bin); err != nil {
+			return res, err
 		}
 		logf("micro: %s", prog)
 		args := []string{bin, "-t", ct, "-r", cr, "1500", "65536"}
@@ -207,11 +205,37 @@ func runMicro(ctx context.Context, c *config, dir string) ([]MicroResult, error)
 	return res, nil
 }
 
+// onCPU is argv run on cpu: behind taskset, or as is when cpu < 0.
+func onCPU(cpu int, argv ...string) []string {
+	if cpu < 0 {
+		return argv
+	}
+	return append([]string{"taskset", "-c", strconv.Itoa(cpu)}, argv...)
+}
+
+// buildC builds the C program prog of bench/c into out with build.sh.
+func buildC(ctx context.Context, c *config, prog, out string) error {
+	cmd := exec.CommandContext(ctx, "sh", filepath.Join(c.repo, "bench/c/build.sh"), prog)
+	cmd.Env = append(cmd.Environ(), "OUT="+out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s: %w\n%s", prog, err, b)
+	}
+	return nil
+}
+
+// buildGo builds the Go command pkg (relative to the repository) into out.
+func buildGo(ctx context.Context, c *config, pkg, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd.Dir = c.repo
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s: %w\n%s", pkg, err, b)
+	}
+	return nil
+}
+
 // pinned runs a command on cpu (taskset; none when cpu < 0) in dir.
 func pinned(ctx context.Context, cpu int, dir string, argv ...string) ([]byte, error) {
-	if cpu >= 0 {
-		argv = append([]string{"taskset", "-c", strconv.Itoa(cpu)}, argv...)
-	}
+	argv = onCPU(cpu, argv...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
 	var stderr bytes.Buffer

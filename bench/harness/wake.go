@@ -60,17 +60,12 @@ const (
 )
 
 func runWake(ctx context.Context, c *config, dir string) (*Wake, error) {
-	cbin := filepath.Join(dir, "wakebench-c")
-	cmd := exec.CommandContext(ctx, "sh", filepath.Join(c.repo, "bench/c/build.sh"), "wakebench")
-	cmd.Env = append(cmd.Environ(), "OUT="+cbin)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build.sh wakebench: %w\n%s", err, b)
+	cbin, gobin := filepath.Join(dir, "wakebench-c"), filepath.Join(dir, "wakebench-go")
+	if err := buildC(ctx, c, "wakebench", cbin); err != nil {
+		return nil, err
 	}
-	gobin := filepath.Join(dir, "wakebench-go")
-	cmd = exec.CommandContext(ctx, "go", "build", "-o", gobin, "./bench/wakebench")
-	cmd.Dir = c.repo
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build ./bench/wakebench: %w\n%s", err, b)
+	if err := buildGo(ctx, c, "./bench/wakebench", gobin); err != nil {
+		return nil, err
 	}
 	w := &Wake{Count: wakeCount, GapNs: int64(wakeGap), Pinned: c.pin, GenCPU: c.genCPU, MeasCPU: c.measCPU}
 	runs := c.runs
@@ -115,12 +110,11 @@ func wakeRun(ctx context.Context, c *config, dir string, argv []string, gobin st
 	bound := 2*time.Duration(n)*wakeGap + 10*time.Second
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	gen, meas := []string{}, []string{}
+	gen, meas := -1, -1
 	if c.pin {
-		gen = []string{"taskset", "-c", strconv.Itoa(c.genCPU)}
-		meas = []string{"taskset", "-c", strconv.Itoa(c.measCPU)}
+		gen, meas = c.genCPU, c.measCPU
 	}
-	wargv := append(append(meas, argv...), fifo, strconv.Itoa(n))
+	wargv := onCPU(meas, slices.Concat(argv, []string{fifo, strconv.Itoa(n)})...)
 	wcmd := exec.CommandContext(ctx, wargv[0], wargv[1:]...)
 	// Neither half outlives the harness (taskset execs the program, which
 	// keeps the signal).
@@ -141,7 +135,7 @@ func wakeRun(ctx context.Context, c *config, dir string, argv []string, gobin st
 	case err := <-exited:
 		return r, fmt.Errorf("%s: ended before it was ready: %v\n%s", strings.Join(wargv, " "), err, errw)
 	}
-	kargv := append(append(gen, gobin, "-m", "wake"), fifo, strconv.Itoa(n), wakeGap.String())
+	kargv := onCPU(gen, gobin, "-m", "wake", fifo, strconv.Itoa(n), wakeGap.String())
 	kcmd := exec.CommandContext(ctx, kargv[0], kargv[1:]...)
 	kcmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if b, err := kcmd.CombinedOutput(); err != nil {

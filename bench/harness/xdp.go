@@ -287,17 +287,12 @@ func (c *cleanups) run() error {
 }
 
 func build(ctx context.Context, c *config, dir string) (cb, gob string, err error) {
-	cb = filepath.Join(dir, "xdpbench")
-	cmd := exec.CommandContext(ctx, "sh", filepath.Join(c.repo, "bench/c/build.sh"))
-	cmd.Env = append(os.Environ(), "OUT="+cb)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", "", fmt.Errorf("build xdpbench: %w\n%s", err, b)
+	cb, gob = filepath.Join(dir, "xdpbench"), filepath.Join(dir, "xdpkitbench")
+	if err := buildC(ctx, c, "xdpbench", cb); err != nil {
+		return "", "", err
 	}
-	gob = filepath.Join(dir, "xdpkitbench")
-	cmd = exec.CommandContext(ctx, "go", "build", "-o", gob, "./bench/xdpkitbench")
-	cmd.Dir = c.repo
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", "", fmt.Errorf("build xdpkitbench: %w\n%s", err, b)
+	if err := buildGo(ctx, c, "./bench/xdpkitbench", gob); err != nil {
+		return "", "", err
 	}
 	return cb, gob, nil
 }
