@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,12 +44,23 @@ func TestWaitWake(t *testing.T) {
 	}
 }
 
+// TestRunUsage: bad arguments fail before any work, on paths where the
+// work itself would succeed (a pipe to wait on, a file to write to).
 func TestRunUsage(t *testing.T) {
+	dir := t.TempDir()
+	fifo, file := filepath.Join(dir, "fifo"), filepath.Join(dir, "file")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{
-		{}, {"-m", "wait", "f"}, {"-m", "wait", "f", "0"}, {"-m", "wake", "f", "5"},
-		{"-m", "wake", "f", "5", "0s"}, {"-m", "wake", "f", "5", "2s"}, {"-m", "other", "f", "5"},
+		{}, {"-m", "wait", fifo}, {"-m", "wait", fifo, "0"}, {"-m", "wait", fifo, "x"},
+		{"-m", "wake", file, "5"}, {"-m", "wake", file, "5", "0s"}, {"-m", "wake", file, "5", "-1ms"},
+		{"-m", "wake", file, "5", "2s"}, {"-m", "other", file, "5"}, {"-x", "wake", file, "5", "1ms"},
 	} {
-		if err := run(args, nil, nil); err == nil {
+		if err := run(args, io.Discard, io.Discard); err == nil {
 			t.Errorf("run(%q) did not fail", args)
 		}
 	}
