@@ -68,8 +68,11 @@ type options struct {
 
 var o options
 
-// stop is set by SIGINT/SIGTERM.
-var stop atomic.Bool
+// stop is set by SIGINT/SIGTERM, and stopped is closed then.
+var (
+	stop    atomic.Bool
+	stopped = make(chan struct{})
+)
 
 func die(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "xdpkitbench: "+format+"\n", args...)
@@ -324,6 +327,7 @@ func main() {
 	go func() {
 		<-sig
 		stop.Store(true)
+		close(stopped)
 	}()
 	switch o.mode {
 	case "txonly":
@@ -753,9 +757,16 @@ func runRX(fwd bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(o.duration)*time.Second)
 	defer cancel()
 	r.cancel = cancel
+	// A signal ends Run. The goroutine sleeps until then: one that
+	// looked every few milliseconds would wake the runtime (and its
+	// sysmon thread) beside the poller's own wake-ups, and its CPU would
+	// be counted as the receiver's.
+	var bySignal atomic.Bool
 	go func() {
-		for !stop.Load() && ctx.Err() == nil {
-			time.Sleep(10 * time.Millisecond)
+		select {
+		case <-stopped:
+			bySignal.Store(true)
+		case <-ctx.Done():
 		}
 		cancel()
 	}()
@@ -787,13 +798,21 @@ func runRX(fwd bool) {
 		kicks += r.out.Counters().KicksTX
 	}
 	seconds := time.Duration(r.last - r.first)
+	// What ended the run: a signal, the frame count or the duration.
+	ended := "duration"
+	switch {
+	case bySignal.Load():
+		ended = "signal"
+	case o.count > 0 && r.frames >= o.count:
+		ended = "count"
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `{"mode":%q,"impl":"xdpkit","frames":%d,"seconds":%.6f,"mpps":%.4f,"rx_dropped":%d,"rx_ring_full":%d,`+
 		`"fill_empty":%d,"rx_invalid_descs":%d,"wall_seconds":%.6f,"iface":%q,"queue":%d,"batch":%d,"ring":%d,`+
-		`"frame_size":%d,"kicks":%d,"mallocs":%d`,
+		`"frame_size":%d,"kicks":%d,"mallocs":%d,"ended":%q`,
 		o.mode, r.frames, seconds.Seconds(), mpps(r.frames, seconds), st.RXDropped, st.RXRingFull,
 		st.RXFillRingEmptyDesc, st.RXInvalidDescs, wall.Seconds(), o.ifname, o.queue, o.batch, o.ring,
-		o.frameSize, kicks, allocs)
+		o.frameSize, kicks, allocs, ended)
 	if ps, err := p.Stats(); err == nil {
 		// How the poller's rounds went: rounds that used their whole
 		// budget mean the RX ring held a backlog.

@@ -227,6 +227,9 @@ func TestModes(t *testing.T) {
 		if a := num(rx, "mallocs"); a != 0 {
 			t.Errorf("rxdrop loop allocated %v times", a)
 		}
+		if e := rx["ended"]; e != "signal" {
+			t.Errorf("rxdrop ended on %v, not on the SIGINT", e)
+		}
 	})
 
 	t.Run("Forward", func(t *testing.T) {
