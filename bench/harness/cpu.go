@@ -162,3 +162,85 @@ func cpuDelta(a, b []CPUTime) []CPUTime {
 	}
 	return out
 }
+
+// threadCPU is one thread's scheduler figures from
+// /proc/PID/task/TID/schedstat: its on-CPU time in ns and how many times
+// it was put on a CPU (timeslices: each wake-up, and each return after
+// being preempted).
+type threadCPU struct {
+	exec   int64
+	slices int64
+}
+
+// procThreads reads every live thread of process pid.
+func procThreads(pid int) (map[int]threadCPU, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int]threadCPU, len(ents))
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(dir + "/" + e.Name() + "/schedstat")
+		if err != nil {
+			continue // exited meanwhile
+		}
+		t, err := parseSchedstat(string(b))
+		if err != nil {
+			return nil, fmt.Errorf("%s/%d/schedstat: %w", dir, tid, err)
+		}
+		out[tid] = t
+	}
+	return out, nil
+}
+
+// parseSchedstat reads a schedstat line: on-CPU ns, run-queue wait ns,
+// timeslices.
+func parseSchedstat(s string) (threadCPU, error) {
+	f := strings.Fields(s)
+	if len(f) != 3 {
+		return threadCPU{}, fmt.Errorf("%d fields, want 3: %q", len(f), s)
+	}
+	e, err1 := strconv.ParseInt(f[0], 10, 64)
+	n, err2 := strconv.ParseInt(f[2], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return threadCPU{}, err
+	}
+	return threadCPU{exec: e, slices: n}, nil
+}
+
+// ThreadSplit divides a program's on-CPU time over a run between its
+// busiest thread (for xdpkitbench the poller's, for xdpbench its only
+// one) and the others (the Go runtime's sysmon and idle Ms, a goroutine
+// that wakes now and then). Seconds; Slices is how many times the
+// busiest thread was put on a CPU, about its wake-ups where it sleeps
+// between batches.
+type ThreadSplit struct {
+	Threads int     `json:"threads"`
+	Busiest float64 `json:"busiest_s"`
+	Others  float64 `json:"others_s"`
+	Slices  int64   `json:"busiest_slices"`
+}
+
+// splitThreads compares two readings of procThreads. A thread seen only
+// in b started in between and counts from zero; one seen only in a
+// exited, and what it ran after a is lost (procExec's total has it).
+func splitThreads(a, b map[int]threadCPU) ThreadSplit {
+	var s ThreadSplit
+	var total, busiest int64
+	for tid, t1 := range b {
+		t0 := a[tid]
+		d := t1.exec - t0.exec
+		total += d
+		if d > busiest {
+			busiest, s.Slices = d, t1.slices-t0.slices
+		}
+	}
+	s.Threads = len(b)
+	s.Busiest, s.Others = float64(busiest)/1e9, float64(total-busiest)/1e9
+	return s
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
@@ -144,5 +145,65 @@ func TestCPUTimeTotal(t *testing.T) {
 	s := summarize([]XDPRun{{ProgPerM: CPUTime{Exec: 3}}, {ProgPerM: CPUTime{Exec: 1}}, {ProgPerM: CPUTime{Exec: 2}}})
 	if s.ProgPerM.Total() != 2 {
 		t.Errorf("summarize: median Exec %v, want 2", s.ProgPerM.Total())
+	}
+}
+
+// TestSplitThreads: the busiest thread over the interval, not over the
+// life of the process; a thread that started in between counts from
+// zero; one that exited adds nothing.
+func TestSplitThreads(t *testing.T) {
+	a := map[int]threadCPU{
+		1: {exec: 9e9, slices: 100}, // busy before the run, idle in it
+		2: {exec: 1e9, slices: 10},
+		3: {exec: 5e8, slices: 5}, // exits
+	}
+	b := map[int]threadCPU{
+		1: {exec: 9e9 + 2e6, slices: 120},
+		2: {exec: 1e9 + 3e8, slices: 4010},
+		4: {exec: 1e6, slices: 3}, // new
+	}
+	got := splitThreads(a, b)
+	want := ThreadSplit{Threads: 3, Busiest: 0.3, Others: 0.003, Slices: 4000}
+	if got.Threads != want.Threads || got.Slices != want.Slices ||
+		math.Abs(got.Busiest-want.Busiest) > 1e-12 || math.Abs(got.Others-want.Others) > 1e-12 {
+		t.Errorf("splitThreads = %+v, want %+v", got, want)
+	}
+	if _, err := parseSchedstat("1 2\n"); err == nil {
+		t.Error("parseSchedstat of 2 fields: no error")
+	}
+	if tc, err := parseSchedstat("123 45 6\n"); err != nil || tc != (threadCPU{exec: 123, slices: 6}) {
+		t.Errorf("parseSchedstat = %+v, %v", tc, err)
+	}
+}
+
+// TestProcThreads reads our own threads: a thread that spins on its OS
+// thread between the readings is the busiest, by about what it spun.
+func TestProcThreads(t *testing.T) {
+	a, err := procThreads(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spun := make(chan time.Duration)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var ts unix.Timespec
+		cpu := func() time.Duration {
+			_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+			return time.Duration(ts.Nano())
+		}
+		c0 := cpu()
+		for cpu()-c0 < 50*time.Millisecond {
+		}
+		spun <- cpu() - c0
+	}()
+	d := <-spun
+	b, err := procThreads(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := splitThreads(a, b)
+	if s.Threads < 2 || s.Busiest < d.Seconds() {
+		t.Errorf("split %+v after a thread spun %v: want it the busiest, with at least that", s, d)
 	}
 }

@@ -244,6 +244,62 @@ func writeXDP(b *strings.Builder, r *Results) {
 				fmt.Fprintf(b, " %s | %s |\n", floats(mp), m)
 			}
 		}
+		if fixed {
+			writeWakeSplit(b, rows)
+		}
+	}
+}
+
+// writeWakeSplit tabulates, for the fixed-rate rxdrop rows whose runs
+// have the figures, the receiver's wake-ups and its CPU per wake-up,
+// split between its busiest thread and the others: where a receiver that
+// sleeps between batches spends its CPU.
+func writeWakeSplit(b *strings.Builder, rows []XDPCase) {
+	type line struct {
+		name, impl                          string
+		perSec, pkts, busy, others, threads float64
+	}
+	var lines []line
+	for _, c := range rows {
+		if c.Mode != "rxdrop" {
+			continue
+		}
+		name := fmt.Sprintf("%s %d B @ %s", c.Mode, c.Size, rateName(c.Rate))
+		if c.NAPIDeferral {
+			name += ", NAPI deferral"
+		}
+		for _, side := range []struct {
+			impl string
+			runs []XDPRun
+		}{{"C", c.C}, {"xdpkit", c.Go}} {
+			var perSec, pkts, busy, others, threads []float64
+			for _, r := range side.runs {
+				if r.Threads == nil || r.Wakeups == 0 || r.Seconds <= 0 {
+					continue
+				}
+				w := float64(r.Wakeups)
+				perSec = append(perSec, w/r.Seconds)
+				pkts = append(pkts, float64(r.Frames)/w)
+				busy = append(busy, r.Threads.Busiest/w*1e6)
+				others = append(others, r.Threads.Others/w*1e6)
+				threads = append(threads, float64(r.Threads.Threads))
+			}
+			if len(perSec) == 0 {
+				continue
+			}
+			lines = append(lines, line{name, side.impl, median(perSec), median(pkts), median(busy), median(others), median(threads)})
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	b.WriteString("\nThe receivers' wake-ups (their own counts: sleeps that a ready socket ended) and their on-CPU time per " +
+		"wake-up, split between the busiest thread (the one that polls) and the program's other threads (for xdpkit the " +
+		"Go runtime's: sysmon, idle Ms), from /proc/PID/task/*/schedstat over the run; medians over the runs.\n\n")
+	b.WriteString("| case | impl | wake-ups/s | packets per wake-up | µs CPU per wake-up, busiest thread | other threads | threads |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|\n")
+	for _, l := range lines {
+		fmt.Fprintf(b, "| %s | %s | %.0f | %.1f | %.2f | %.2f | %.0f |\n", l.name, l.impl, l.perSec, l.pkts, l.busy, l.others, l.threads)
 	}
 }
 

@@ -84,6 +84,12 @@ type XDPRun struct {
 	ProgPerM CPUTime   `json:"prog_cpu_s_per_mpkt"`
 	GenPerM  CPUTime   `json:"gen_cpu_s_per_mpkt"`
 	CPUsPerM []CPUTime `json:"cpus_cpu_s_per_mpkt"`
+	// Threads splits Prog.Exec between the measured program's busiest
+	// thread and the others (rxdrop, fwd, l3fwd); Wakeups is the
+	// program's own count of the sleeps a ready socket ended (both
+	// programs report it: rxdrop and fwd).
+	Threads *ThreadSplit `json:"threads,omitempty"`
+	Wakeups uint64       `json:"wakeups,omitempty"`
 	// Mallocs are xdpkitbench's heap allocations in its measured loop.
 	Mallocs uint64          `json:"mallocs,omitempty"`
 	Raw     json.RawMessage `json:"raw"`
@@ -663,8 +669,9 @@ func once(ctx context.Context, b *bed, xc xdpCase, im impl, cbin string, secs, g
 		}
 		c0, err1 := cpuStat()
 		p0, err2 := procCPU(rx.cmd.Process.Pid)
+		t0, err5 := procThreads(rx.cmd.Process.Pid)
 		g, err3 := start(ctx, b.p1.A.NS, gen, cbin, gargs...)
-		if err := errors.Join(err1, err2, err3); err != nil {
+		if err := errors.Join(err1, err2, err3, err5); err != nil {
 			rx.kill()
 			return run, err
 		}
@@ -681,6 +688,8 @@ func once(ctx context.Context, b *bed, xc xdpCase, im impl, cbin string, secs, g
 		time.Sleep(200 * time.Millisecond) // frames in flight
 		c1, err1 := cpuStat()
 		p1, err2 := procCPU(rx.cmd.Process.Pid)
+		t1, err5 := procThreads(rx.cmd.Process.Pid)
+		err2 = errors.Join(err2, err5)
 		var n1 uint64
 		var err4 error
 		if b.count != nil {
@@ -714,6 +723,8 @@ func once(ctx context.Context, b *bed, xc xdpCase, im impl, cbin string, secs, g
 			run.Frames = n1 - n0
 		}
 		run.Prog, run.Gen, run.CPUs = p1.sub(p0), g.usage().sub(g0), cpuDelta(c0, c1)
+		split := splitThreads(t0, t1)
+		run.Threads, run.Wakeups = &split, uint64(num(m, "wakeups"))
 	default:
 		return run, fmt.Errorf("unknown mode %q", xc.mode)
 	}
