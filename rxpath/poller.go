@@ -616,7 +616,7 @@ func (p *Poller) nap() error {
 		return err
 	}
 	p.c.syscalls++
-	if err := unix.TimerfdSettime(p.tfd, 0, &p.napSpec, nil); err != nil {
+	if err := rawTimerfdSettime(p.tfd, &p.napSpec); err != nil {
 		return fmt.Errorf("rxpath: nap: %w", os.NewSyscallError("timerfd_settime", err))
 	}
 	err := p.trc.Read(p.napped)
@@ -629,7 +629,7 @@ func (p *Poller) nap() error {
 		// running after Run.
 		p.c.syscalls++
 		var zero unix.ItimerSpec
-		_ = unix.TimerfdSettime(p.tfd, 0, &zero, nil)
+		_ = rawTimerfdSettime(p.tfd, &zero)
 		return nil
 	}
 	d := time.Since(p.epoch) - start
@@ -658,10 +658,8 @@ func (p *Poller) nap() error {
 
 // napOver reports whether the nap's timer expired, and clears it.
 func (p *Poller) napOver() bool {
-	var b [8]byte
 	p.c.syscalls++
-	_, err := unix.Read(p.tfd, b[:])
-	return err == nil
+	return rawReadTimer(p.tfd)
 }
 
 // napFactor: by default a nap lasts napFactor SleepCosts, so that its
@@ -674,11 +672,7 @@ const napSample = 16
 
 // processCPU is the process's CPU time (every thread).
 func processCPU() time.Duration {
-	var ts unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts) != nil {
-		return 0
-	}
-	return time.Duration(ts.Nano())
+	return time.Duration(rawProcessCPU())
 }
 
 // keepPolling decides, after the idle'th empty round in a row, begun at

@@ -143,13 +143,13 @@ func (p *Poller) arm(on bool) error {
 		var err error
 		if on {
 			ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
-			switch err = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err {
+			switch err = rawEpollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err {
 			case unix.EEXIST:
 				err = nil
 			case unix.EBADF:
 				return fmt.Errorf("rxpath: socket %s queue %d: %w", s.s.Ifname(), s.s.Queue(), os.ErrClosed)
 			}
-		} else if err = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil); err == unix.ENOENT || err == unix.EBADF {
+		} else if err = rawEpollCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil); err == unix.ENOENT || err == unix.EBADF {
 			err = nil
 		}
 		if err != nil {
