@@ -337,13 +337,14 @@ TEXT ·sum(SB), NOSPLIT, $0-28
 	// The AVX2 kernel (n >= 32): A in Y0 and Y1, H in Y4 and Y5 (see the
 	// top of this file). The last n%32 bytes come first, so that their
 	// loads are off the path to the result: the 32-byte window that ends
-	// at the end of b, shuffled by tailShuf[n%32] (all zero when n%32 is
-	// 0), is the first value of A1 and H1. An odd last byte, which the
-	// control leaves out, is the first value of A0 (it has no high half),
-	// as the low byte of a lane. The loop runs to an end pointer (DX), so
+	// at the end of b, shuffled by tailShuf[n%32], is the first value of
+	// A1 and H1 (when n%32 is 0, the four start at zero: vwhole). An odd
+	// last byte, which the control leaves out, is the first value of A0
+	// (it has no high half), as the low byte of a lane. The loop runs to an end pointer (DX), so
 	// that it carries two scalar instructions.
 	MOVQ    CX, DX
 	ANDQ    $31, DX
+	JZ      vwhole // n%32 == 0: no tail window
 	SHLQ    $5, DX
 	LEAQ    ·tailShuf(SB), R9
 	VMOVDQU -32(SI)(CX*1), Y1
@@ -423,6 +424,16 @@ vodd:
 	MOVBQZX -1(SI)(CX*1), R9
 	VMOVQ   R9, X0 // zeroes the rest of Y0
 	JMP     vloops
+
+vwhole:
+	// Whole vectors only (n is even): the accumulators start at zero,
+	// not at a window that the control would zero anyway, whose load and
+	// shuffle would then come before the first add.
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	JMP   vloops
 
 other:
 	// The scalar chain has no limit; the vector kernels' lane sums do.
