@@ -90,6 +90,9 @@ type XDPRun struct {
 	// programs report it: rxdrop and fwd).
 	Threads *ThreadSplit `json:"threads,omitempty"`
 	Wakeups uint64       `json:"wakeups,omitempty"`
+	// Naps are xdpkitbench's timer sleeps (rxpath's naps; a C receiver
+	// takes none): a receiver that naps wakes from them besides.
+	Naps uint64 `json:"naps,omitempty"`
 	// Mallocs are xdpkitbench's heap allocations in its measured loop.
 	Mallocs uint64          `json:"mallocs,omitempty"`
 	Raw     json.RawMessage `json:"raw"`
@@ -724,7 +727,7 @@ func once(ctx context.Context, b *bed, xc xdpCase, im impl, cbin string, secs, g
 		}
 		run.Prog, run.Gen, run.CPUs = p1.sub(p0), g.usage().sub(g0), cpuDelta(c0, c1)
 		split := splitThreads(t0, t1)
-		run.Threads, run.Wakeups = &split, uint64(num(m, "wakeups"))
+		run.Threads, run.Wakeups, run.Naps = &split, uint64(num(m, "wakeups")), uint64(num(m, "naps"))
 	default:
 		return run, fmt.Errorf("unknown mode %q", xc.mode)
 	}
