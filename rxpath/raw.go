@@ -12,11 +12,13 @@ import (
 // clock_gettime return at once. They go through RawSyscall, without the
 // Go scheduler's system call entry and exit, as xsk's kicks do.
 //
-// Through Syscall they cost far more than the call itself. The runtime
-// marks the P as in a system call; sysmon, finding it so on two of its
-// checks, hands the P to another thread, and then checks every 20 µs
-// for a millisecond. On a poller pinned to one CPU, as make bench's are,
-// those threads run on the poller's CPU. Command:
+// Through Syscall they can cost far more than the call itself. The
+// runtime marks the P as in a system call. Where no other P is idle (one
+// P: a process pinned to one CPU, as make bench's receivers are), sysmon
+// takes a P that it finds in the same system call on two of its checks
+// and hands it to another thread (retake in runtime/proc.go), and after a
+// take it checks again every 20 µs for at least a millisecond. Those
+// threads run on the poller's CPU. Command:
 //
 //	cd bench/harness && go run . -only xdp -modes rxdrop -match kpps -runs 3 -seconds 2 -out /tmp/ws
 //
