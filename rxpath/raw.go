@@ -12,13 +12,16 @@ import (
 // clock_gettime return at once. They go through RawSyscall, without the
 // Go scheduler's system call entry and exit, as xsk's kicks do.
 //
-// Through Syscall they can cost far more than the call itself. The
-// runtime marks the P as in a system call. Where no other P is idle (one
-// P: a process pinned to one CPU, as make bench's receivers are), sysmon
+// Through Syscall they can cost far more than the call itself, in the
+// runtime's sysmon thread (runtime/proc.go). While every P is idle, as
+// while the poller sleeps, sysmon sleeps deeply; the next system call's
+// entry wakes it (entersyscall), and sysmon, woken so, checks again every
+// 20 µs for at least a millisecond. And where no other P is idle (one P:
+// a process pinned to one CPU, as make bench's receivers are), sysmon
 // takes a P that it finds in the same system call on two of its checks
-// and hands it to another thread (retake in runtime/proc.go), and after a
-// take it checks again every 20 µs for at least a millisecond. Those
-// threads run on the poller's CPU. Command:
+// and hands it to another thread (retake). A poller that naps makes a
+// system call after nearly every sleep, and on one CPU those threads run
+// on the poller's. Command:
 //
 //	cd bench/harness && go run . -only xdp -modes rxdrop -match kpps -runs 3 -seconds 2 -out /tmp/ws
 //
