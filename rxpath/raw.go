@@ -7,31 +7,27 @@ import (
 )
 
 // The poll loop's own system calls (a nap's timer and its expiry, the
-// epoll set's arming, the process's CPU clock for NapCost) never block:
-// the timerfd is non-blocking, and timerfd_settime, epoll_ctl and
-// clock_gettime return at once. They go through RawSyscall, without the
-// Go scheduler's system call entry and exit, as xsk's kicks do.
+// epoll set's arming, the process's CPU clock for NapCost) wait for no
+// event: the timerfd is non-blocking, and timerfd_settime and
+// clock_gettime return at once. epoll_ctl may sleep briefly on kernel
+// mutexes (the set's, which the runtime's netpoller holds while it polls
+// the set, and epoll's nesting check), none of which waits on Go code.
+// They go through RawSyscall, without the Go scheduler's system call
+// entry and exit, as xsk's kicks do.
 //
-// Through Syscall they can cost far more than the call itself, in the
-// runtime's sysmon thread (runtime/proc.go). While every P is idle, as
-// while the poller sleeps, sysmon sleeps deeply; the next system call's
-// entry wakes it (entersyscall), and sysmon, woken so, checks again every
-// 20 µs for at least a millisecond. And where no other P is idle (one P:
-// a process pinned to one CPU, as make bench's receivers are), sysmon
-// takes a P that it finds in the same system call on two of its checks
-// and hands it to another thread (retake). A poller that naps makes a
-// system call after nearly every sleep, and on one CPU those threads run
-// on the poller's. Command:
-//
-//	cd bench/harness && go run . -only xdp -modes rxdrop -match kpps -runs 3 -seconds 2 -out /tmp/ws
-//
-// Its per-wake-up table gave xdpkit's threads other than the poller's:
-//   - 13.97 µs per wake-up at 100 kpps, and 0.02 µs with RawSyscall;
-//   - 40.64 µs at 300 kpps, and 0.05 µs with RawSyscall.
-//
-// The receiver's CPU per packet went from 1.92 to 1.40 CPU-s/Mpkt at
-// 100 kpps, and from 1.34 to 0.91 at 300 kpps. Those rows nap; the NAPI
-// deferral rows, which do not, did not change.
+// Through Syscall they cost a wake-up of another thread on the poller's
+// CPU. While every P is idle, as while the poller sleeps or naps, the
+// runtime's sysmon thread sleeps deeply; a system call's entry wakes it
+// (reentersyscall in runtime/proc.go), and sysmon, woken so, checks again
+// every 20 µs until it finds every P idle again. A poller that naps makes
+// a system call after nearly every sleep. make bench's per-wake-up table
+// shows it as the receiver's other threads (cd bench/harness && go run .
+// -only xdp -modes rxdrop -match kpps -runs 3 -seconds 2 -out /tmp/ws):
+// one pass each at 913183f and d30baa1 gave 14 and 41 µs of other
+// threads' CPU per wake-up at 100 and 300 kpps, and 0.02-0.05 µs with
+// RawSyscall; the receiver's CPU per packet fell by about a third. The
+// NAPI deferral rows, which do not nap, did not change. No test can tell
+// a Syscall from a RawSyscall here: TestRawSyscalls checks the results.
 
 func rawTimerfdSettime(fd int, spec *unix.ItimerSpec) error {
 	_, _, e := unix.RawSyscall6(unix.SYS_TIMERFD_SETTIME, uintptr(fd), 0, uintptr(unsafe.Pointer(spec)), 0, 0, 0)
