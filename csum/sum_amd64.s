@@ -320,8 +320,9 @@ c2reduce: \
 //     bytes as one 32-byte window that ends at the end of b, with the
 //     bytes before them zeroed by a VPSHUFB control from tailShuf, which
 //     also moves every byte to the place in its 32-bit word that the
-//     scalar code gives it; then 128 bytes per loop iteration into two
-//     pairs of accumulators, and up to three more vectors.
+//     scalar code gives it (none when n%32 is 0); then 128 bytes per
+//     loop iteration into two pairs of accumulators, and up to three
+//     more vectors.
 //   - otherwise: without assembly (useAsm false, for the tests) and for
 //     slices longer than maxChunk it tail-calls the Go function sumSlow;
 //     with AVX-512 from avx512Min bytes, sumAVX512 (the same arguments);
@@ -340,8 +341,8 @@ TEXT ·sum(SB), NOSPLIT, $0-28
 	// at the end of b, shuffled by tailShuf[n%32], is the first value of
 	// A1 and H1 (when n%32 is 0, the four start at zero: vwhole). An odd
 	// last byte, which the control leaves out, is the first value of A0
-	// (it has no high half), as the low byte of a lane. The loop runs to an end pointer (DX), so
-	// that it carries two scalar instructions.
+	// (it has no high half), as the low byte of a lane. The loop runs to
+	// an end pointer (DX), so that it carries two scalar instructions.
 	MOVQ    CX, DX
 	ANDQ    $31, DX
 	JZ      vwhole // n%32 == 0: no tail window

@@ -214,11 +214,12 @@ func parseSchedstat(s string) (threadCPU, error) {
 }
 
 // ThreadSplit divides a program's on-CPU time over a run between its
-// busiest thread (for xdpkitbench the poller's, for xdpbench its only
-// one) and the others (the Go runtime's sysmon and idle Ms, a goroutine
+// busiest thread (for xdpbench its only one; for xdpkitbench usually the
+// one that runs the poller, which the Go runtime does not tie to a
+// thread) and the others (the runtime's sysmon and idle Ms, a goroutine
 // that wakes now and then). Seconds; Slices is how many times the
-// busiest thread was put on a CPU, about its wake-ups where it sleeps
-// between batches.
+// busiest thread was put on a CPU: its wake-ups, from sleeps and naps
+// alike, and its returns after preemption.
 type ThreadSplit struct {
 	Threads int     `json:"threads"`
 	Busiest float64 `json:"busiest_s"`
@@ -235,6 +236,11 @@ func splitThreads(a, b map[int]threadCPU) ThreadSplit {
 	for tid, t1 := range b {
 		t0 := a[tid]
 		d := t1.exec - t0.exec
+		if d < 0 || t1.slices < t0.slices {
+			// The thread ID was reused by a thread that started in
+			// between: count it from zero.
+			t0, d = threadCPU{}, t1.exec
+		}
 		total += d
 		if d > busiest {
 			busiest, s.Slices = d, t1.slices-t0.slices

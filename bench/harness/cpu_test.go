@@ -157,13 +157,15 @@ func TestSplitThreads(t *testing.T) {
 		2: {exec: 1e9, slices: 10},
 		3: {exec: 5e8, slices: 5}, // exits
 	}
+	a[5] = threadCPU{exec: 7e9, slices: 70} // exits; its ID is reused
 	b := map[int]threadCPU{
 		1: {exec: 9e9 + 2e6, slices: 120},
 		2: {exec: 1e9 + 3e8, slices: 4010},
-		4: {exec: 1e6, slices: 3}, // new
+		4: {exec: 1e6, slices: 3},  // new
+		5: {exec: 4e6, slices: 10}, // new, with an old ID
 	}
 	got := splitThreads(a, b)
-	want := ThreadSplit{Threads: 3, Busiest: 0.3, Others: 0.003, Slices: 4000}
+	want := ThreadSplit{Threads: 4, Busiest: 0.3, Others: 0.007, Slices: 4000}
 	if got.Threads != want.Threads || got.Slices != want.Slices ||
 		math.Abs(got.Busiest-want.Busiest) > 1e-12 || math.Abs(got.Others-want.Others) > 1e-12 {
 		t.Errorf("splitThreads = %+v, want %+v", got, want)

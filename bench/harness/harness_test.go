@@ -252,7 +252,7 @@ func TestWakeReport(t *testing.T) {
 func TestWakeSplitReport(t *testing.T) {
 	run := func(wakeups uint64, busiest, others float64) XDPRun {
 		return XDPRun{Frames: 200000, Seconds: 2, Wakeups: wakeups,
-			Threads: &ThreadSplit{Threads: 5, Busiest: busiest, Others: others}}
+			Threads: &ThreadSplit{Threads: 5, Busiest: busiest, Others: others, Slices: int64(wakeups) + 200}}
 	}
 	c := XDPCase{Mode: "rxdrop", Size: 64, Rate: 100000, NAPIDeferral: true,
 		C:  []XDPRun{run(5000, 0.075, 0), run(5000, 0.08, 0), run(4000, 0.08, 0), {Frames: 1}},
@@ -263,8 +263,8 @@ func TestWakeSplitReport(t *testing.T) {
 	fwd := XDPCase{Mode: "fwd", Size: 64, Rate: 100000, C: []XDPRun{run(5000, 0.1, 0)}, Go: []XDPRun{run(5000, 0.1, 0)}}
 	out := report(&Results{Machine: Machine{CPUs: 2}, Runs: 3, Seconds: 2, XDP: []XDPCase{c, fwd}})
 	for _, want := range []string{
-		"| rxdrop 64 B @ 100 kpps, NAPI deferral | C | 2500 | 0 | 40.0 | 16.00 | 0.00 | 5 |",
-		"| rxdrop 64 B @ 100 kpps, NAPI deferral | xdpkit | 2500 | 300 | 40.0 | 20.00 | 1.00 | 5 |",
+		"| rxdrop 64 B @ 100 kpps, NAPI deferral | C | 2500 | 0 | 2600 | 40.0 | 16.00 | 0.00 | 5 |",
+		"| rxdrop 64 B @ 100 kpps, NAPI deferral | xdpkit | 2500 | 300 | 2600 | 40.0 | 20.00 | 1.00 | 5 |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)

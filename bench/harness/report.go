@@ -256,8 +256,8 @@ func writeXDP(b *strings.Builder, r *Results) {
 // sleeps between batches spends its CPU.
 func writeWakeSplit(b *strings.Builder, rows []XDPCase) {
 	type line struct {
-		name, impl                                string
-		perSec, naps, pkts, busy, others, threads float64
+		name, impl                                        string
+		perSec, naps, slices, pkts, busy, others, threads float64
 	}
 	var lines []line
 	for _, c := range rows {
@@ -272,7 +272,7 @@ func writeWakeSplit(b *strings.Builder, rows []XDPCase) {
 			impl string
 			runs []XDPRun
 		}{{"C", c.C}, {"xdpkit", c.Go}} {
-			var perSec, naps, pkts, busy, others, threads []float64
+			var perSec, naps, slices, pkts, busy, others, threads []float64
 			for _, r := range side.runs {
 				if r.Threads == nil || r.Wakeups == 0 || r.Seconds <= 0 {
 					continue
@@ -280,6 +280,7 @@ func writeWakeSplit(b *strings.Builder, rows []XDPCase) {
 				w := float64(r.Wakeups)
 				perSec = append(perSec, w/r.Seconds)
 				naps = append(naps, float64(r.Naps)/r.Seconds)
+				slices = append(slices, float64(r.Threads.Slices)/r.Seconds)
 				pkts = append(pkts, float64(r.Frames)/w)
 				busy = append(busy, r.Threads.Busiest/w*1e6)
 				others = append(others, r.Threads.Others/w*1e6)
@@ -288,7 +289,7 @@ func writeWakeSplit(b *strings.Builder, rows []XDPCase) {
 			if len(perSec) == 0 {
 				continue
 			}
-			lines = append(lines, line{name, side.impl, median(perSec), median(naps), median(pkts), median(busy), median(others), median(threads)})
+			lines = append(lines, line{name, side.impl, median(perSec), median(naps), median(slices), median(pkts), median(busy), median(others), median(threads)})
 		}
 	}
 	if len(lines) == 0 {
@@ -296,12 +297,15 @@ func writeWakeSplit(b *strings.Builder, rows []XDPCase) {
 	}
 	b.WriteString("\nThe receivers' wake-ups (their own counts: sleeps that a ready socket ended) and their on-CPU time per " +
 		"wake-up, split between the busiest thread (the one that polls) and the program's other threads (for xdpkit the " +
-		"Go runtime's: sysmon, idle Ms), from /proc/PID/task/*/schedstat over the run; medians over the runs. " +
-		"Where xdpkit naps (timer sleeps while packets flow, *naps/s*), its CPU per wake-up also pays for the naps.\n\n")
-	b.WriteString("| case | impl | wake-ups/s | naps/s | packets per wake-up | µs CPU per wake-up, busiest thread | other threads | threads |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
+		"Go runtime's: sysmon, idle Ms), from /proc/PID/task/*/schedstat; medians over the runs. " +
+		"Where xdpkit naps (timer sleeps while packets flow, *naps/s*), its CPU per wake-up also pays for the naps, " +
+		"so it compares with C's only in rows without naps; *runs/s* counts every time the busiest thread was put on a CPU " +
+		"(wake-ups, naps, returns after preemption). The CPU is read from the generator's start to 200 ms after its end, " +
+		"the counts cover the program's whole run, and the rates are per second of the generator's run.\n\n")
+	b.WriteString("| case | impl | wake-ups/s | naps/s | runs/s | packets per wake-up | µs CPU per wake-up, busiest thread | other threads | threads |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, l := range lines {
-		fmt.Fprintf(b, "| %s | %s | %.0f | %.0f | %.1f | %.2f | %.2f | %.0f |\n", l.name, l.impl, l.perSec, l.naps, l.pkts, l.busy, l.others, l.threads)
+		fmt.Fprintf(b, "| %s | %s | %.0f | %.0f | %.0f | %.1f | %.2f | %.2f | %.0f |\n", l.name, l.impl, l.perSec, l.naps, l.slices, l.pkts, l.busy, l.others, l.threads)
 	}
 }
 

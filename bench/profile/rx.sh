@@ -18,15 +18,20 @@ case $mode in rxdrop) m=rxdrop ;; fwd | l3fwd) m=fwd ;; *) echo "mode: rxdrop, f
 command -v perf >/dev/null || { echo "perf is not installed (apt-get install linux-perf)" >&2; exit 1; }
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d /tmp/xdpkit-profile.XXXXXX)
-trap 'rm -rf "$out"' EXIT
+hp=
+# On any exit, also a signal's: stop the harness (it then deletes its
+# namespaces) and delete the files.
+trap 'exit 130' INT TERM
+trap 'set +e; [ -n "$hp" ] && { kill "$hp" 2>/dev/null; wait "$hp" 2>/dev/null; }; rm -rf "$out"' EXIT
 (cd "$here/../harness" && go build -o "$out/harness" .)
-(cd "$here/../harness" && "$out/harness" -only xdp -modes "$mode" -match "$match" -impl "$impl" -runs 1 -seconds 6 -out "$out/res" >"$out/log" 2>&1) &
+(cd "$here/../harness" && exec "$out/harness" -only xdp -modes "$mode" -match "$match" -impl "$impl" -runs 1 -seconds 6 -out "$out/res" >"$out/log" 2>&1) &
 hp=$!
 # The measured run's program: the warm-up run's has -d 11 (1 s + 10).
 pid=
 for _ in $(seq 600); do
 	pid=$(pgrep -f -- "/$prog -m $m .* -d 16" | head -1 || true)
 	[ -n "$pid" ] && break
+	kill -0 "$hp" 2>/dev/null || break # the harness ended: no such case
 	sleep 0.1
 done
 if [ -z "$pid" ]; then
@@ -38,7 +43,10 @@ fi
 sleep 2
 perf record -q -F 20000 -e cpu-clock -p "$pid" -o "$out/perf.data" -- sleep 3 >/dev/null 2>&1
 wait "$hp"
-grep -E "^\| .*\| (C|xdpkit) \| [0-9]" "$out/res/summary.md" | head -4 || true
+hp=
+side=C
+[ "$impl" = xdpkit ] && side=xdpkit
+grep -E "^\| .*\| $side \| [0-9]" "$out/res/summary.md" | head -2 || true
 perf report -i "$out/perf.data" --sort sym --stdio -n 2>/dev/null | grep -v '^#' | grep -v '^$' >"$out/syms"
 awk '{n=$2
 	if ($0 ~ /\[k\]/) k+=n

@@ -46,7 +46,8 @@
 // The receivers add the poller's "rounds", "full_rounds" (rounds that
 // used their whole budget: the RX ring held a backlog) and "sleeps"; fwd
 // also its "wakeups" (sleeps ended by a packet, not a timeout) and
-// "syscalls" (see rxpath.Stats).
+// "syscalls" (see rxpath.Stats), and both "ended": what ended the run
+// ("signal", "count" or "duration").
 // Once set up it prints "xdpkitbench: ready" on stderr. SIGINT or SIGTERM
 // end the run early, with a result.
 //

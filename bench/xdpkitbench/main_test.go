@@ -256,6 +256,9 @@ func TestModes(t *testing.T) {
 		if a := num(f, "mallocs"); a != 0 {
 			t.Errorf("fwd loop allocated %v times", a)
 		}
+		if e := f["ended"]; e != "signal" {
+			t.Errorf("fwd ended on %v, not on the SIGINT", e)
+		}
 	})
 
 	// fwd --l3 into the far end's kernel stack: every datagram that
