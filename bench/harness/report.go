@@ -295,8 +295,9 @@ func writeWakeSplit(b *strings.Builder, rows []XDPCase) {
 	if len(lines) == 0 {
 		return
 	}
-	b.WriteString("\nThe receivers' wake-ups (their own counts: sleeps that a ready socket ended) and their on-CPU time per " +
-		"wake-up, split between the busiest thread (the one that polls) and the program's other threads (for xdpkit the " +
+	b.WriteString("\nThe receivers' wake-ups (their own counts: the Poller's sleeps that a ready socket ended; xdpbench's polls " +
+		"that found the socket ready, also those that returned without sleeping) and their on-CPU time per " +
+		"wake-up, split between the busiest thread (usually the one that polls) and the program's other threads (for xdpkit the " +
 		"Go runtime's: sysmon, idle Ms), from /proc/PID/task/*/schedstat; medians over the runs. " +
 		"Where xdpkit naps (timer sleeps while packets flow, *naps/s*), its CPU per wake-up also pays for the naps, " +
 		"so it compares with C's only in rows without naps; *runs/s* counts every time the busiest thread was put on a CPU " +
