@@ -187,16 +187,7 @@ func writeXDP(b *strings.Builder, r *Results) {
 		}
 		b.WriteString("---|---|\n")
 		for _, c := range rows {
-			name := fmt.Sprintf("%s %d B", c.Mode, c.Size)
-			if c.Strategy != "" {
-				name += " " + c.Strategy
-			}
-			if c.Rate > 0 {
-				name += " @ " + rateName(c.Rate)
-			}
-			if c.NAPIDeferral {
-				name += ", NAPI deferral"
-			}
+			name := rowName(c)
 			for _, side := range []struct {
 				impl string
 				s    RunSummary
@@ -250,6 +241,22 @@ func writeXDP(b *strings.Builder, r *Results) {
 	}
 }
 
+// rowName is an AF_XDP case's name in the report's tables and goals:
+// "rxdrop 64 B @ 100 kpps, NAPI deferral", "txonly 64 B sender".
+func rowName(c XDPCase) string {
+	name := fmt.Sprintf("%s %d B", c.Mode, c.Size)
+	if c.Strategy != "" {
+		name += " " + c.Strategy
+	}
+	if c.Rate > 0 {
+		name += " @ " + rateName(c.Rate)
+	}
+	if c.NAPIDeferral {
+		name += ", NAPI deferral"
+	}
+	return name
+}
+
 // writeWakeSplit tabulates, for the fixed-rate rxdrop rows whose runs
 // have the figures, the receiver's wake-ups and its CPU per wake-up,
 // split between its busiest thread and the others: where a receiver that
@@ -264,10 +271,7 @@ func writeWakeSplit(b *strings.Builder, rows []XDPCase) {
 		if c.Mode != "rxdrop" {
 			continue
 		}
-		name := fmt.Sprintf("%s %d B @ %s", c.Mode, c.Size, rateName(c.Rate))
-		if c.NAPIDeferral {
-			name += ", NAPI deferral"
-		}
+		name := rowName(c)
 		for _, side := range []struct {
 			impl string
 			runs []XDPRun

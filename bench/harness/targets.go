@@ -40,7 +40,7 @@ func targets(cases []XDPCase, paired []PairedResult) []Target {
 		if len(c.C) == 0 || len(c.Go) == 0 || c.CMedian <= 0 {
 			continue
 		}
-		name := fmt.Sprintf("%s %d B", c.Mode, c.Size)
+		name := rowName(c) // no rate for the max-rate rows, no strategy outside txonly
 		switch {
 		case c.Rate == 0 && (c.Mode == "fwd" || c.Mode == "l3fwd" || c.Mode == "rxdrop"):
 			t := Target{Name: name + ", max rate", What: "Mpps", Ratio: c.Ratio}
@@ -48,10 +48,6 @@ func targets(cases []XDPCase, paired []PairedResult) []Target {
 			t.Met = t.Ratio >= 1
 			out = append(out, t)
 		case c.Rate > 0 && c.Mode == "rxdrop" && (reached(c.CSum, c.Rate) || reached(c.GoSum, c.Rate)):
-			name += " @ " + rateName(c.Rate)
-			if c.NAPIDeferral {
-				name += ", NAPI deferral"
-			}
 			for _, side := range []struct {
 				impl string
 				s    RunSummary

@@ -86,8 +86,9 @@ type XDPRun struct {
 	CPUsPerM []CPUTime `json:"cpus_cpu_s_per_mpkt"`
 	// Threads splits Prog.Exec between the measured program's busiest
 	// thread and the others (rxdrop, fwd, l3fwd); Wakeups is the
-	// program's own count of the sleeps a ready socket ended (both
-	// programs report it: rxdrop and fwd).
+	// program's own count (rxdrop and fwd): the Poller's sleeps that a
+	// ready socket ended, xdpbench's polls that found the socket ready
+	// (also those that returned without sleeping).
 	Threads *ThreadSplit `json:"threads,omitempty"`
 	Wakeups uint64       `json:"wakeups,omitempty"`
 	// Naps are xdpkitbench's timer sleeps (rxpath's naps; a C receiver
