@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -150,8 +151,9 @@ func TestBadFlags(t *testing.T) {
 
 // bed is the three-namespace topology with xdpfwd running in fwd-ns.
 type bed struct {
-	t   *topo.Topology
-	fwd *topo.Proc
+	t        *topo.Topology
+	fwd      *topo.Proc
+	recvArgs []string // extra arguments for udp's xdprecv
 }
 
 func newBed(t *testing.T) *bed { return newBedAs(t, nil) }
@@ -272,6 +274,7 @@ type fwdSummary struct {
 	Forwarded, TTLExpired, ICMPSent, NoRoute, NoNeighbour, TXRingFull uint64
 	AccountingOK                                                      bool
 	Accounting                                                        string
+	Poller                                                            string
 	XDP                                                               []struct {
 		Iface                 string
 		RXDropped, RXRingFull uint64
@@ -350,7 +353,7 @@ func (b *bed) checkLoss(t *testing.T, n int, rs recvSummary, fs fwdSummary, budg
 // recv-ns through the forwarder and returns both summaries.
 func (b *bed) udp(t *testing.T, dst netip.Addr, count int, rate, size string, flows int) (genSummary, recvSummary) {
 	t.Helper()
-	recv, err := topo.Start(b.t.Recv, path("xdprecv"), nil, "-i", b.t.Out.B.Name, "-count", fmt.Sprint(count), "-quiet", "-duration", "60s")
+	recv, err := topo.Start(b.t.Recv, path("xdprecv"), nil, append([]string{"-i", b.t.Out.B.Name, "-count", fmt.Sprint(count), "-quiet", "-duration", "60s"}, b.recvArgs...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,8 +405,9 @@ func TestForward(t *testing.T) {
 		}
 	})
 
-	t.Run("udp100k", func(t *testing.T) {
-		b := newBed(t)
+	// udp100k sends 100,000 datagrams at 50 kpps through the forwarder
+	// and checks every one at the receiver.
+	udp100k := func(t *testing.T, b *bed) fwdSummary {
 		tp := b.t
 		const n = 100000
 		gs, rs := b.udp(t, tp.Out.B.IPv4.Addr(), n, "50k", "64", 1)
@@ -424,10 +428,24 @@ func TestForward(t *testing.T) {
 			t.Error("receiver lost UMEM frames")
 		}
 		fs := b.stopFwd(t)
+		t.Logf("xdpfwd poller: %s", fs.Poller)
 		if !fs.AccountingOK {
 			t.Errorf("xdpfwd UMEM accounting: %s", fs.Accounting)
 		}
 		b.checkLoss(t, n, rs, fs, lossBudget)
+		return fs
+	}
+	t.Run("udp100k", func(t *testing.T) { udp100k(t, newBed(t)) })
+	// The same with both pollers sleeping in ppoll on their own threads
+	// while packets flow (rxpath.Config.Thread).
+	t.Run("udp100k-thread", func(t *testing.T) {
+		b := newBedAs(t, nil, "-thread")
+		b.recvArgs = []string{"-thread"}
+		fs := udp100k(t, b)
+		// 50 kpps: the forwarder sleeps between packets, in ppoll.
+		if m := regexp.MustCompile(`\(thread (\d+),`).FindStringSubmatch(fs.Poller); m == nil || m[1] == "0" {
+			t.Errorf("xdpfwd -thread: no wake-up from ppoll: %s", fs.Poller)
+		}
 	})
 
 	t.Run("udp6imix", func(t *testing.T) {

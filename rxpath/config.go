@@ -69,6 +69,14 @@ type Config struct {
 	BusyPoll bool
 	// Spin locks Run to its OS thread and never sleeps.
 	Spin bool
+	// Thread locks Run to its OS thread and sleeps there in ppoll(2) on
+	// the sockets, as a C receiver sleeps in poll(2), instead of parking
+	// its goroutine in the Go runtime's network poller: a wake-up costs
+	// one system call instead of the runtime's park, two epoll_pwait and
+	// the goroutine's scheduling. The goroutine keeps its P while it
+	// sleeps (see thread.go): the runtime's preemption signal ends a
+	// sleep every 10 ms and for every garbage collection. Off by default.
+	Thread bool
 	// IdleRounds is how many empty rounds the Poller polls, after a
 	// round that took packets, before it sleeps. 0 (the default) decides
 	// from measurement: nap while that pays (see Coalesce), else poll

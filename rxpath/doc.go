@@ -66,6 +66,20 @@
 // locks the goroutine to its OS thread and never sleeps: the lowest
 // latency at the price of a CPU.
 //
+// Config.Thread is for a Poller with a CPU of its own that should spend
+// on it no more than a C receiver would: while packets flow, it sleeps
+// in one ppoll(2) on its sockets on the thread that runs it, as a C
+// receiver sleeps in poll(2), instead of parking the goroutine in the
+// runtime's poller (which costs two epoll_pwait calls and the
+// goroutine's park and wake-up per sleep). The goroutine keeps its P
+// meanwhile; a ppoll lasts at most 5 ms, the Poller yields every 4 ms,
+// and the runtime's preemption signal (a garbage collection's stop) ends
+// a ppoll at once. Once a ppoll finds no packet for 5 ms, the Poller
+// sleeps in the runtime's poller again, holding nothing, until packets
+// come back. Stats.ThreadWakeups counts the wake-ups from ppoll. This is
+// the one place the package parks a thread in a system call rather than
+// in the runtime's poller, by request only.
+//
 // # Delivery: copy or lend
 //
 // The handler sees one [Packet] at a time. A single-buffer packet of at

@@ -110,6 +110,11 @@ type Poller struct {
 	trc    syscall.RawConn
 	tfd    int
 	napped func(uintptr) bool
+	pfds   []unix.PollFd // Config.Thread: the sleep's ppoll set
+	// Config.Thread: the last ppoll timed out, so sleeps go through the
+	// runtime's poller until a socket wakes one (see thread.go).
+	threadIdle bool
+	yieldAt    time.Time // Config.Thread: when the goroutine last yielded
 
 	closeMu  sync.Mutex // serialises Close
 	running  atomic.Bool
@@ -219,6 +224,9 @@ func New(cfg *Config, socks ...*xsk.Socket) (*Poller, error) {
 	if err := p.initWait(); err != nil {
 		return nil, err
 	}
+	if c.Thread {
+		p.pfds = make([]unix.PollFd, 0, len(p.socks))
+	}
 	p.ready = func(uintptr) bool { return p.stop.Load() || p.anyReady() }
 	p.napped = func(uintptr) bool { return p.stop.Load() || p.napOver() }
 	p.pkt.Segments = p.segs[:0]
@@ -302,6 +310,7 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 	p.epoch, p.lastPkt = time.Now(), 0
 	p.gap, p.dev, p.prevRound, p.spun, p.calmUntil, p.lastEmpty, p.wokeAt = 0, 0, 0, false, 0, false, 0
 	p.nappedAt, p.napHit = 0, napOne
+	p.threadIdle, p.yieldAt = false, p.epoch
 	nap := p.cfg.Coalesce
 	if nap == 0 {
 		nap = napFactor * p.sleepCost
@@ -616,21 +625,12 @@ func (p *Poller) nap() error {
 		return err
 	}
 	p.c.syscalls++
-	if err := rawTimerfdSettime(p.tfd, &p.napSpec); err != nil {
-		return fmt.Errorf("rxpath: nap: %w", os.NewSyscallError("timerfd_settime", err))
-	}
-	err := p.trc.Read(p.napped)
-	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Errorf("rxpath: nap: %w", err)
-	}
-	if err != nil || p.stop.Load() {
-		// Run's end cut the nap short: it says nothing of a nap's
-		// length or cost. Disarm the timer, so that none is left
-		// running after Run.
-		p.c.syscalls++
-		var zero unix.ItimerSpec
-		_ = rawTimerfdSettime(p.tfd, &zero)
-		return nil
+	if p.cfg.Thread {
+		if !p.threadNap() {
+			return nil
+		}
+	} else if err := p.timerNap(); err != nil || p.stop.Load() {
+		return err
 	}
 	d := time.Since(p.epoch) - start
 	if sample {
@@ -653,6 +653,26 @@ func (p *Poller) nap() error {
 	}
 	p.c.naps++
 	p.napLen += (d - p.napLen) / 8
+	return nil
+}
+
+// timerNap is the nap's wait on the timerfd through the runtime's poller.
+// Run's end cuts it short: that says nothing of a nap's length or cost, so
+// the timer is disarmed (none is left running after Run) and the caller
+// returns.
+func (p *Poller) timerNap() error {
+	if err := rawTimerfdSettime(p.tfd, &p.napSpec); err != nil {
+		return fmt.Errorf("rxpath: nap: %w", os.NewSyscallError("timerfd_settime", err))
+	}
+	err := p.trc.Read(p.napped)
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("rxpath: nap: %w", err)
+	}
+	if err != nil || p.stop.Load() {
+		p.c.syscalls++
+		var zero unix.ItimerSpec
+		_ = rawTimerfdSettime(p.tfd, &zero)
+	}
 	return nil
 }
 

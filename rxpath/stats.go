@@ -13,28 +13,32 @@ const HistogramBuckets = 12
 
 // Stats are a Poller's counters since New.
 type Stats struct {
-	Rounds      uint64 // polling rounds
-	FullRounds  uint64 // rounds that ended on their budget
-	TimeRounds  uint64 // rounds that ended on RoundTime
-	MaxRound    uint64 // most packets taken in one round (<= Budget)
-	Packets     uint64 // packets taken off the RX rings, delivered or dropped
-	Frames      uint64 // descriptors taken off the RX rings
-	Bytes       uint64 // bytes delivered
-	Copied      uint64 // packets delivered as copies
-	Lent        uint64 // packets delivered zero-copy
-	Chains      uint64 // multi-buffer packets delivered (also counted in Lent)
-	Kept        uint64 // lent packets the handler kept
-	Dropped     uint64 // packets dropped for a bad descriptor
-	Invalid     uint64 // descriptors outside the UMEM or naming a frame not lent
-	Spins       uint64 // empty rounds polled again at once instead of sleeping
-	Preempted   uint64 // spins the scheduler interrupted (another task wants the CPU: the poller then sleeps at once for 1000 SleepCosts)
-	Sleeps      uint64 // times the poller went to sleep
-	Naps        uint64 // naps: timed sleeps of Config.Coalesce while packets flow
-	NapsEmpty   uint64 // naps after which the next round took nothing
-	Wakeups     uint64 // sleeps ended by a readable socket
-	Syscalls    uint64 // system calls made by the poller: RX wake-ups, busy polls, epoll_ctl arming the sockets for a sleep or disarming them for a nap or a busy stretch (see disarmAfter), a nap's timerfd calls and CPU-clock reads (the blocking waits themselves, in the Go runtime's poller, are not counted)
-	FillEmpty   uint64 // refills that found a Fill ring empty
-	FillStarved uint64 // refills that found no frame to put on an empty Fill ring
+	Rounds     uint64 // polling rounds
+	FullRounds uint64 // rounds that ended on their budget
+	TimeRounds uint64 // rounds that ended on RoundTime
+	MaxRound   uint64 // most packets taken in one round (<= Budget)
+	Packets    uint64 // packets taken off the RX rings, delivered or dropped
+	Frames     uint64 // descriptors taken off the RX rings
+	Bytes      uint64 // bytes delivered
+	Copied     uint64 // packets delivered as copies
+	Lent       uint64 // packets delivered zero-copy
+	Chains     uint64 // multi-buffer packets delivered (also counted in Lent)
+	Kept       uint64 // lent packets the handler kept
+	Dropped    uint64 // packets dropped for a bad descriptor
+	Invalid    uint64 // descriptors outside the UMEM or naming a frame not lent
+	Spins      uint64 // empty rounds polled again at once instead of sleeping
+	Preempted  uint64 // spins the scheduler interrupted (another task wants the CPU: the poller then sleeps at once for 1000 SleepCosts)
+	Sleeps     uint64 // times the poller went to sleep
+	// ThreadWakeups counts the Wakeups of a Config.Thread poller from a
+	// ppoll(2) on its own thread (while packets flowed) rather than from
+	// a sleep in the Go runtime's poller.
+	ThreadWakeups uint64
+	Naps          uint64 // naps: timed sleeps of Config.Coalesce while packets flow
+	NapsEmpty     uint64 // naps after which the next round took nothing
+	Wakeups       uint64 // sleeps ended by a readable socket
+	Syscalls      uint64 // system calls made by the poller: RX wake-ups, busy polls, epoll_ctl arming the sockets for a sleep or disarming them for a nap or a busy stretch (see disarmAfter), a nap's timerfd calls and CPU-clock reads (the blocking waits themselves, in the Go runtime's poller, are not counted)
+	FillEmpty     uint64 // refills that found a Fill ring empty
+	FillStarved   uint64 // refills that found no frame to put on an empty Fill ring
 	// SleepCost is what the idle rule weighs polling against: how long a
 	// sleep in the Go runtime's poller and its wake-up take on this host
 	// (SleepCost), as of the last Run. ExpectedGap is the poller's
@@ -73,9 +77,9 @@ type SocketStats struct {
 }
 
 func (s *Stats) String() string {
-	return fmt.Sprintf("rounds %d (full %d, timed %d, max %d), packets %d (copied %d, lent %d, chains %d, kept %d, dropped %d), frames %d, invalid %d, spins %d (preempted %d), naps %d (empty %d, %v, cpu %v), sleeps %d, wakeups %d (sleep cost %v, expected gap %v), syscalls %d, fill empty %d, starved %d",
+	return fmt.Sprintf("rounds %d (full %d, timed %d, max %d), packets %d (copied %d, lent %d, chains %d, kept %d, dropped %d), frames %d, invalid %d, spins %d (preempted %d), naps %d (empty %d, %v, cpu %v), sleeps %d, wakeups %d (thread %d, sleep cost %v, expected gap %v), syscalls %d, fill empty %d, starved %d",
 		s.Rounds, s.FullRounds, s.TimeRounds, s.MaxRound, s.Packets, s.Copied, s.Lent, s.Chains, s.Kept, s.Dropped,
-		s.Frames, s.Invalid, s.Spins, s.Preempted, s.Naps, s.NapsEmpty, s.NapTime, s.NapCost, s.Sleeps, s.Wakeups, s.SleepCost, s.ExpectedGap, s.Syscalls, s.FillEmpty, s.FillStarved)
+		s.Frames, s.Invalid, s.Spins, s.Preempted, s.Naps, s.NapsEmpty, s.NapTime, s.NapCost, s.Sleeps, s.Wakeups, s.ThreadWakeups, s.SleepCost, s.ExpectedGap, s.Syscalls, s.FillEmpty, s.FillStarved)
 }
 
 // counters are written by Run only; mirror holds their values as of the
@@ -85,7 +89,7 @@ type counters struct {
 	spins, preempted, naps, napsEmpty           uint64
 	bytes, copied, lent, chains, kept           uint64
 	dropped, invalid, sleeps, wakeups, syscalls uint64
-	fillEmpty, fillStarved                      uint64
+	fillEmpty, fillStarved, threadWakeups       uint64
 	hist                                        [HistogramBuckets]uint64
 }
 
@@ -95,7 +99,7 @@ type mirror struct {
 	sleepCost, gap, napLen, napCost             atomic.Int64
 	bytes, copied, lent, chains, kept           atomic.Uint64
 	dropped, invalid, sleeps, wakeups, syscalls atomic.Uint64
-	fillEmpty, fillStarved                      atomic.Uint64
+	fillEmpty, fillStarved, threadWakeups       atomic.Uint64
 	hist                                        [HistogramBuckets]atomic.Uint64
 }
 
@@ -152,6 +156,7 @@ func (p *Poller) publish() {
 	m.syscalls.Store(c.syscalls)
 	m.fillEmpty.Store(c.fillEmpty)
 	m.fillStarved.Store(c.fillStarved)
+	m.threadWakeups.Store(c.threadWakeups)
 	for i := range c.hist {
 		m.hist[i].Store(c.hist[i])
 	}
@@ -182,7 +187,7 @@ func (p *Poller) Stats() (Stats, error) {
 		Spins: m.spins.Load(), Preempted: m.preempted.Load(), Naps: m.naps.Load(), NapsEmpty: m.napsEmpty.Load(), Sleeps: m.sleeps.Load(), Wakeups: m.wakeups.Load(), Syscalls: m.syscalls.Load(),
 		SleepCost: time.Duration(m.sleepCost.Load()), ExpectedGap: time.Duration(m.gap.Load()),
 		NapTime: time.Duration(m.napLen.Load()), NapCost: time.Duration(m.napCost.Load()),
-		FillEmpty: m.fillEmpty.Load(), FillStarved: m.fillStarved.Load(),
+		FillEmpty: m.fillEmpty.Load(), FillStarved: m.fillStarved.Load(), ThreadWakeups: m.threadWakeups.Load(),
 		Sockets: make([]SocketStats, len(p.socks)),
 	}
 	for i := range m.hist {

@@ -85,6 +85,18 @@ const disarmAfter = 32
 // The sockets are put back into the epoll set for a sleep if a nap or a
 // busy stretch took them out (see disarmAfter).
 func (p *Poller) sleep(timeout time.Duration) (woke, quiet bool, err error) {
+	if p.cfg.Thread && !p.threadIdle {
+		return p.threadSleep(timeout)
+	}
+	woke, quiet, err = p.runtimeSleep(timeout)
+	if woke {
+		p.threadIdle = false // packets flow again: see Config.Thread
+	}
+	return woke, quiet, err
+}
+
+// runtimeSleep is sleep through the runtime's poller.
+func (p *Poller) runtimeSleep(timeout time.Duration) (woke, quiet bool, err error) {
 	now := time.Now()
 	if p.deadline.Before(now) || p.deadline.Sub(now) > timeout {
 		p.deadline = now.Add(timeout)

@@ -13,7 +13,7 @@ import (
 const usage = `xdpfwd: forward packets between interfaces through AF_XDP, without copying payload.
 
 Usage: xdpfwd -i IFACE [-o IFACE] [-mode l3|l2] [-dst-mac MAC] [-q N | -queues N|LIST] [-cpus LIST|none]
-              [-duration D] [-metrics 127.0.0.1:PORT] [-coalesce D]`
+              [-duration D] [-metrics 127.0.0.1:PORT] [-coalesce D] [-thread]`
 
 type config struct {
 	in, out   string
@@ -31,6 +31,7 @@ type config struct {
 	xdpMode   string
 	quiet     bool
 	coalesce  time.Duration
+	thread    bool
 	dstMACVal [6]byte
 }
 
@@ -53,6 +54,7 @@ func main() {
 	fs.StringVar(&c.xdpMode, "xdp-mode", "auto", "XDP attach mode: auto, native or generic")
 	fs.BoolVar(&c.quiet, "quiet", false, "no status line per second")
 	fs.DurationVar(&c.coalesce, "coalesce", 0, "the receive poller's nap timer while packets flow (rxpath.Config.Coalesce): 0 its default (4 sleep costs, at most 800µs; a packet may wait that long), negative never nap")
+	fs.BoolVar(&c.thread, "thread", false, "while packets flow, the receive poller sleeps in ppoll on its own thread instead of in the Go runtime's poller (rxpath.Config.Thread): less CPU per wake-up, a thread and a P held meanwhile")
 	app.Parse(os.Args[1:])
 
 	if _, err := cli.CheckInterface(c.in); err != nil {

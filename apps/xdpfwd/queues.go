@@ -115,7 +115,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		}},
 		// Each Fill ring holds one ring's worth of frames; the rest of the
 		// UMEM is for frames in flight on the TX rings.
-		Poller: rxpath.Config{CopyThreshold: -1, FillFrames: c.ring, Coalesce: c.coalesce},
+		Poller: rxpath.Config{CopyThreshold: -1, FillFrames: c.ring, Coalesce: c.coalesce, Thread: c.thread},
 	}
 	cli.QueueConfig(cfg, c.queues, c.cpus)
 	set, err := mq.Open(cfg)

@@ -50,4 +50,8 @@
 // rates, and a packet may wait up to a nap on the ring. -coalesce sets
 // the nap's timer (naps are still skipped while they overrun it on a
 // contended CPU); -coalesce -1ns never naps.
+// -thread makes the poller sleep, while packets flow, in ppoll on its own
+// thread rather than in the Go runtime's poller (rxpath.Config.Thread): a
+// wake-up then costs about what a C receiver's poll(2) does, and the
+// goroutine holds its thread and P meanwhile.
 package main

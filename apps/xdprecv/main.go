@@ -12,7 +12,7 @@ import (
 const usage = `xdprecv: receive, count and verify UDP traffic through AF_XDP.
 
 Usage: xdprecv -i IFACE [-q N | -queues N|LIST] [-cpus LIST|none] [-port N] [-count N] [-duration D] [-pcap FILE] [-snaplen N] [-metrics 127.0.0.1:PORT]
-               [-latency [-latency-clock auto|device|xdp|user]] [-coalesce D]`
+               [-latency [-latency-clock auto|device|xdp|user]] [-coalesce D] [-thread]`
 
 type config struct {
 	iface    string
@@ -30,6 +30,7 @@ type config struct {
 	xdpMode  string
 	quiet    bool
 	coalesce time.Duration
+	thread   bool
 	latency  bool
 	clockS   string
 	clock    int
@@ -53,6 +54,7 @@ func main() {
 	fs.StringVar(&c.xdpMode, "xdp-mode", "auto", "XDP attach mode: auto, native or generic")
 	fs.BoolVar(&c.quiet, "quiet", false, "no status line per second")
 	fs.DurationVar(&c.coalesce, "coalesce", 0, "the receive poller's nap timer while packets flow (rxpath.Config.Coalesce): 0 its default (4 sleep costs, at most 800µs; a packet may wait that long), negative never nap")
+	fs.BoolVar(&c.thread, "thread", false, "while packets flow, the receive poller sleeps in ppoll on its own thread instead of in the Go runtime's poller (rxpath.Config.Thread): less CPU per wake-up, a thread and a P held meanwhile")
 	fs.BoolVar(&c.latency, "latency", false, "measure the one-way latency of xdpgen -timestamp packets (turns on RX metadata)")
 	fs.StringVar(&c.clockS, "latency-clock", "auto", "receive time for -latency: auto, device (RX timestamp), xdp (XDP hook time) or user")
 	app.Parse(os.Args[1:])

@@ -107,7 +107,7 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 		Socket:  xsk.Config{NoTX: true, RXSize: sz, FillSize: sz, MultiBuffer: ifi.MTU+14+8 > 2048-256},
 		Program: &xsk.ProgramConfig{Filter: filter, Mode: mode, Metadata: c.latency},
 	}
-	cfg.Poller.Metadata, cfg.Poller.Coalesce = c.latency, c.coalesce
+	cfg.Poller.Metadata, cfg.Poller.Coalesce, cfg.Poller.Thread = c.latency, c.coalesce, c.thread
 	cli.QueueConfig(cfg, c.queues, c.cpus)
 	set, err := mq.Open(cfg)
 	if err != nil {

@@ -73,14 +73,16 @@
 //     CPU 0 (bench/wakebench -m wake) that writes 10000 bytes one at a
 //     time, 200 µs apart, about the wake-up rate of the 300 kpps NAPI
 //     deferral row. C's waiter (bench/c/wakebench.c) sleeps in poll(2), as
-//     xdpbench's receiver does; Go's (bench/wakebench) on an epoll set
-//     registered with the runtime's network poller, with a read deadline,
-//     as an rxpath.Poller does. Each reports its process CPU time, its
-//     wake-ups and its context switches; the table gives the CPU per
-//     wake-up, min / median / max over -runs runs of each (C and Go
-//     alternately first, after a warm-up run of each) and the spread of
-//     Go/C over the pairs. It measures the part of the NAPI deferral
-//     rows' cost per wake-up that is the wake-up itself.
+//     xdpbench's receiver does; Go's (bench/wakebench) either on an epoll
+//     set registered with the runtime's network poller, with a read
+//     deadline, as an rxpath.Poller does (-m wait), or in ppoll on its own
+//     thread, as a Poller with Config.Thread does while packets flow (-m
+//     wait-thread). Each reports its process CPU time, its wake-ups and
+//     its context switches; the table gives the CPU per wake-up, min /
+//     median / max over -runs rounds (each runs the three waiters once,
+//     the first one rotating, after a warm-up round) and the spread of
+//     each Go waiter's over C's, round by round. It measures the part of
+//     the NAPI deferral rows' cost per wake-up that is the wake-up itself.
 //
 // Every full run appends one line to history.jsonl (commit, date, CPU,
 // kernel, load average, the medians); the report ends with the spread

@@ -245,6 +245,26 @@ func TestWakeReport(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
 		}
 	}
+
+	// Three waiters per round (since Config.Thread), in rotated order.
+	w.Runs = []WakeRun{
+		{Impl: "c", Wakes: 100, CPUNs: 800000}, {Impl: "go", Wakes: 100, CPUNs: 1000000}, {Impl: "go-thread", Wakes: 100, CPUNs: 700000},
+		{Impl: "go", Wakes: 100, CPUNs: 1200000}, {Impl: "go-thread", Wakes: 100, CPUNs: 900000}, {Impl: "c", Wakes: 50, CPUNs: 500000},
+		{Impl: "go-thread", Wakes: 100, CPUNs: 500000}, {Impl: "c", Wakes: 100, CPUNs: 600000}, {Impl: "go", Wakes: 90, CPUNs: 810000},
+	}
+	b.Reset()
+	writeWake(&b, w)
+	for _, want := range []string{
+		"| C, poll(2) | 3 | 50-100 | 6.00 / 8.00 / 10.00 |",
+		"| Go, runtime poller | 3 | 90-100 | 9.00 / 10.00 / 12.00 |",
+		"| Go, ppoll on its thread (rxpath Config.Thread) | 3 | 100-100 | 5.00 / 7.00 / 9.00 |",
+		"Go/C of the medians: 1.25 (+2.00 µs per wake-up); spread 1.20-1.50.",
+		"Go thread/C of the medians: 0.88 (-1.00 µs per wake-up); spread 0.83-0.90.",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
 }
 
 // TestWakeSplitReport: the per-wake-up table of the fixed-rate rxdrop

@@ -21,23 +21,24 @@ import (
 // Wake is the wake-up cost comparison (-only wake): a waiter sleeps until
 // a named pipe is readable, woken by a waker on the other CPU that writes
 // Count bytes one at a time, Gap apart; C's waiter sleeps in poll(2)
-// (bench/c/wakebench.c), Go's on an epoll set registered with the
-// runtime's network poller (bench/wakebench), the ways the C reference's
-// receiver and an rxpath.Poller sleep. It isolates the part of what the
-// NAPI deferral rows' receivers pay per wake-up that is the wake-up
-// itself.
+// (bench/c/wakebench.c), Go's (bench/wakebench) either on an epoll set
+// registered with the runtime's network poller ("go") or in ppoll on its
+// own thread ("go-thread"), the ways the C reference's receiver and an
+// rxpath.Poller without and with Config.Thread sleep. It isolates the
+// part of what the NAPI deferral rows' receivers pay per wake-up that is
+// the wake-up itself.
 type Wake struct {
 	Count   int       `json:"count"`
 	GapNs   int64     `json:"gap_ns"`
 	Pinned  bool      `json:"pinned"`
 	GenCPU  int       `json:"gen_cpu"`
 	MeasCPU int       `json:"meas_cpu"`
-	Runs    []WakeRun `json:"runs"` // C and Go in the order they ran, pair by pair
+	Runs    []WakeRun `json:"runs"` // the waiters in the order they ran, round by round
 }
 
 // WakeRun is one waiter's JSON line.
 type WakeRun struct {
-	Impl        string `json:"impl"` // "c" or "go"
+	Impl        string `json:"impl"` // "c", "go" or "go-thread"
 	Wakes       int    `json:"wakes"`
 	Bytes       int    `json:"bytes"`
 	CPUNs       int64  `json:"cpu_ns"`
@@ -72,15 +73,13 @@ func runWake(ctx context.Context, c *config, dir string) (*Wake, error) {
 	if c.quick {
 		w.Count, runs = 500, 1
 	}
-	cw, gw := []string{cbin}, []string{gobin, "-m", "wait"}
-	logf("wake: %d runs of %d wake-ups %v apart, C and Go alternated, after a warm-up run of each", runs, w.Count, wakeGap)
+	waiters := [][]string{{cbin}, {gobin, "-m", "wait"}, {gobin, "-m", "wait-thread"}}
+	logf("wake: %d rounds of %d wake-ups %v apart, the three waiters in turn, after a warm-up round", runs, w.Count, wakeGap)
 	for i := -1; i < runs; i++ {
-		// Alternate which waiter goes first, so that neither always
-		// follows the other.
-		order := [][]string{cw, gw}
-		if i%2 == 1 {
-			order = [][]string{gw, cw}
-		}
+		// Rotate which waiter goes first, so that none always follows
+		// the same one.
+		k := (i + 1) % len(waiters)
+		order := slices.Concat(waiters[k:], waiters[:k])
 		for _, waiter := range order {
 			r, err := wakeRun(ctx, c, dir, waiter, gobin, w.Count)
 			if err != nil {
@@ -181,6 +180,13 @@ func (w *readyWriter) String() string {
 	return w.buf.String()
 }
 
+// wakeWaiters names the waiters of the wake-up table, in its order.
+var wakeWaiters = []struct{ impl, name, short string }{
+	{"c", "C, poll(2)", "C"},
+	{"go", "Go, runtime poller", "Go"},
+	{"go-thread", "Go, ppoll on its thread (rxpath Config.Thread)", "Go thread"},
+}
+
 // writeWake writes the wake-up cost table.
 func writeWake(b *strings.Builder, w *Wake) {
 	where := "a waiter sleeps until a pipe is readable, woken by a writer"
@@ -190,40 +196,55 @@ func writeWake(b *strings.Builder, w *Wake) {
 	fmt.Fprintf(b, "\n### Wake-up cost\n\n"+
 		"In each run %s that writes %d bytes one at a time, %v apart "+
 		"(`-only wake`: bench/c/wakebench.c sleeps in poll(2), as the C reference's receiver does; bench/wakebench "+
-		"on an epoll set registered with the Go runtime's poller, as an rxpath.Poller does). CPU is the waiter's process CPU time per "+
-		"wake-up (all its threads), min / median / max over the runs; *spread* is the range of Go/C over the runs paired as they ran "+
-		"(C and Go alternately first, after a warm-up run of each).\n\n", where, w.Count, time.Duration(w.GapNs))
+		"on an epoll set registered with the Go runtime's poller, as an rxpath.Poller does, or in ppoll on its own thread, as one with "+
+		"Config.Thread does while packets flow). CPU is the waiter's process CPU time per "+
+		"wake-up (all its threads), min / median / max over the runs; *spread* is the range of Go/C over the rounds as they ran "+
+		"(each round runs every waiter once, the first waiter rotating, after a warm-up round).\n\n", where, w.Count, time.Duration(w.GapNs))
 	b.WriteString("| waiter | runs | wake-ups per run | CPU µs per wake-up | context switches per wake-up |\n|---|---:|---:|---:|---:|\n")
 	med := map[string]float64{}
-	for _, impl := range []string{"c", "go"} {
+	n := 0 // waiters per round
+	for _, wt := range wakeWaiters {
 		var cpu, sw, wakes []float64
 		for _, r := range w.Runs {
-			if r.Impl == impl && r.Wakes > 0 {
+			if r.Impl == wt.impl && r.Wakes > 0 {
 				cpu = append(cpu, r.PerWake())
 				sw = append(sw, float64(r.CtxSwitches)/float64(r.Wakes))
 				wakes = append(wakes, float64(r.Wakes))
 			}
 		}
+		if slices.ContainsFunc(w.Runs, func(r WakeRun) bool { return r.Impl == wt.impl }) {
+			n++
+		}
 		if len(cpu) == 0 {
 			continue
 		}
-		med[impl] = median(cpu)
-		name := map[string]string{"c": "C, poll(2)", "go": "Go, runtime poller"}[impl]
-		fmt.Fprintf(b, "| %s | %d | %.0f-%.0f | %.2f / %.2f / %.2f | %.2f |\n", name, len(cpu), slices.Min(wakes), slices.Max(wakes),
-			slices.Min(cpu), med[impl], slices.Max(cpu), median(sw))
+		med[wt.impl] = median(cpu)
+		fmt.Fprintf(b, "| %s | %d | %.0f-%.0f | %.2f / %.2f / %.2f | %.2f |\n", wt.name, len(cpu), slices.Min(wakes), slices.Max(wakes),
+			slices.Min(cpu), med[wt.impl], slices.Max(cpu), median(sw))
 	}
-	var pairs []float64
-	for i := 0; i+1 < len(w.Runs); i += 2 {
-		c, g := w.Runs[i], w.Runs[i+1]
-		if c.Impl == "go" {
-			c, g = g, c
-		}
-		if c.PerWake() > 0 {
-			pairs = append(pairs, g.PerWake()/c.PerWake())
-		}
+	if n == 0 || med["c"] == 0 {
+		return
 	}
-	if med["c"] > 0 && med["go"] > 0 && len(pairs) > 0 {
-		fmt.Fprintf(b, "\nGo/C of the medians: %.2f (%+.2f µs per wake-up); spread %.2f-%.2f.\n",
-			med["go"]/med["c"], med["go"]-med["c"], slices.Min(pairs), slices.Max(pairs))
+	b.WriteString("\n")
+	for _, wt := range wakeWaiters[1:] {
+		var pairs []float64
+		for i := 0; i+n <= len(w.Runs); i += n {
+			var c, g float64
+			for _, r := range w.Runs[i : i+n] {
+				switch r.Impl {
+				case "c":
+					c = r.PerWake()
+				case wt.impl:
+					g = r.PerWake()
+				}
+			}
+			if c > 0 && g > 0 {
+				pairs = append(pairs, g/c)
+			}
+		}
+		if med[wt.impl] > 0 && len(pairs) > 0 {
+			fmt.Fprintf(b, "%s/C of the medians: %.2f (%+.2f µs per wake-up); spread %.2f-%.2f.\n",
+				wt.short, med[wt.impl]/med["c"], med[wt.impl]-med["c"], slices.Min(pairs), slices.Max(pairs))
+		}
 	}
 }

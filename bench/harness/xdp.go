@@ -643,6 +643,11 @@ func once(ctx context.Context, b *bed, xc xdpCase, im impl, cbin string, secs, g
 			dst = b.p2.B.IPv4.Addr()
 		}
 		if im.name == "xdpkit" {
+			// The Poller sleeps as the C program does, in ppoll on its
+			// thread, while packets flow (rxpath.Config.Thread; the
+			// report says so). -goargs --thread=false measures the
+			// runtime poller's way instead.
+			args = append(args, "--thread")
 			args = append(args, goArgs...)
 		}
 		rx, err := start(ctx, rxNS, meas, im.bin, args...)

@@ -8,6 +8,9 @@
 #
 #	bench/profile/rx.sh xdpkit rxdrop '100 kpps with NAPI'
 #	bench/profile/rx.sh c fwd 'fwd 64 B$'
+#	GOARGS=--thread bench/profile/rx.sh xdpkit rxdrop '300 kpps with NAPI'
+#
+# GOARGS, if set, goes to the harness's -goargs (xdpkitbench's flags).
 #
 # Samples count on-CPU time; compare the shares, and the totals of two
 # runs only as roughly as the host's noise allows.
@@ -24,7 +27,7 @@ hp=
 trap 'exit 130' INT TERM
 trap 'set +e; [ -n "$hp" ] && { kill "$hp" 2>/dev/null; wait "$hp" 2>/dev/null; }; rm -rf "$out"' EXIT
 (cd "$here/../harness" && go build -o "$out/harness" .)
-(cd "$here/../harness" && exec "$out/harness" -only xdp -modes "$mode" -match "$match" -impl "$impl" -runs 1 -seconds 6 -out "$out/res" >"$out/log" 2>&1) &
+(cd "$here/../harness" && exec "$out/harness" -only xdp -modes "$mode" -match "$match" -impl "$impl" -runs 1 -seconds 6 -out "$out/res" ${GOARGS:+-goargs "$GOARGS"} >"$out/log" 2>&1) &
 hp=$!
 # The measured run's program: the warm-up run's has -d 11 (1 s + 10).
 pid=

@@ -20,7 +20,7 @@ func main() {
 	}
 }
 
-const usage = "usage: wakebench -m wait FIFO N | wakebench -m wake FIFO N GAP"
+const usage = "usage: wakebench -m wait|wait-thread|wait-thread-syscall FIFO N | wakebench -m wake FIFO N GAP"
 
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) < 4 || args[0] != "-m" {
@@ -33,6 +33,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case args[1] == "wait" && len(args) == 4:
 		return wait(args[2], n, stdout, stderr)
+	case args[1] == "wait-thread" && len(args) == 4:
+		return waitThread(args[2], n, false, stdout, stderr)
+	case args[1] == "wait-thread-syscall" && len(args) == 4:
+		return waitThread(args[2], n, true, stdout, stderr)
 	case args[1] == "wake" && len(args) == 5:
 		gap, err := time.ParseDuration(args[4])
 		if err != nil || gap <= 0 || gap > time.Second {

@@ -36,6 +36,10 @@
 //	        the price of less slack while the forwarder is not running
 //	        (Fill ring empty: drops).
 //
+// --thread (rxdrop, fwd) sets rxpath.Config.Thread: while packets flow the
+// Poller sleeps in ppoll on its own thread, as xdpbench sleeps in poll(2),
+// instead of in the Go runtime's poller. make bench's harness passes it.
+//
 // Defaults match xdpbench's: rings of 2048 entries, batch 64, 4096 frames
 // of 4096 bytes, copy mode, need_wakeup on, native XDP. At the end it
 // prints one JSON line on stdout with the fields of xdpbench's line (mode,

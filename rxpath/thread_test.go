@@ -1,0 +1,102 @@
+package rxpath_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/xdpkit/xdpkit/rxpath"
+)
+
+// TestThread: a Config.Thread poller is woken from ppoll on its own
+// thread while packets flow (ThreadWakeups), also across garbage
+// collections (whose stop ends a ppoll with EINTR); once they stop it
+// sleeps in the runtime's poller (no more often than an idle poller
+// without Thread: closedWait), is woken from there by the next packet and
+// goes back to ppoll for the flow after it; a socket closed under it ends
+// Run with os.ErrClosed. Every datagram arrives.
+func TestThread(t *testing.T) {
+	b := newBed(t, bedConfig{rx: rxpath.Config{Thread: true}})
+	snd := newSender(t, b.b, b.pair.A.AddrPort4(port), 1)
+	var got atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- b.poller.Run(ctx, rxpath.HandlerFunc(func(*rxpath.Packet) { got.Add(1) })) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitAsleep(t, b.poller)
+
+	// flow sends n datagrams one at a time, each once the one before
+	// arrived and 200 µs later, so that the poller sleeps between them
+	// (well within threadWait, 5 ms, unless the machine stalls).
+	flow := func(n int, gc bool) {
+		t.Helper()
+		for i := range n {
+			want := got.Load() + 1
+			if err := snd.send(1, 64, 0, nil, 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			waitCount(&got, want, 5*time.Second)
+			if got.Load() != want {
+				t.Fatalf("datagram %d of %d did not arrive: %s", i, n, ptr(b.stats(t)))
+			}
+			if gc && i%50 == 25 {
+				runtime.GC()
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+	}
+	const n = 300
+	flow(n, true)
+	st1 := b.stats(t)
+	// Most of the flow's sleeps were ppolls woken by the socket; a stall
+	// of the sender beyond threadWait sends the poller to the runtime's
+	// poller for one packet, and a slow machine may stall often.
+	if st1.ThreadWakeups < n/4 {
+		t.Errorf("%d of %d datagrams woke the poller from ppoll: %s", st1.ThreadWakeups, n, &st1)
+	}
+
+	// Idle: the runtime's poller, one sleep per closedWait (500 ms).
+	time.Sleep(100 * time.Millisecond)
+	st2 := b.stats(t)
+	time.Sleep(time.Second)
+	st3 := b.stats(t)
+	if d := st3.Sleeps - st2.Sleeps; d > 4 {
+		t.Errorf("%d sleeps in an idle second: the idle poller still sleeps in ppoll (%s)", d, &st3)
+	}
+
+	// One datagram wakes it from the runtime's poller, and the next flow
+	// is in ppoll again.
+	flow(1, false)
+	st4 := b.stats(t)
+	if st4.Wakeups == st3.Wakeups {
+		t.Errorf("the datagram after the idle second woke no sleep: %s", &st4)
+	}
+	flow(40, false)
+	if st5 := b.stats(t); st5.ThreadWakeups-st4.ThreadWakeups < 10 {
+		t.Errorf("%d of 40 datagrams after an idle spell woke the poller from ppoll: %s", st5.ThreadWakeups-st4.ThreadWakeups, &st5)
+	}
+
+	// A socket closed while the poller sleeps ends Run.
+	if err := b.socks[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		done <- err // for the deferred wait
+		if !errors.Is(err, os.ErrClosed) {
+			t.Errorf("Run after its socket closed: %v, want os.ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("Run goes on 10 s after its socket closed")
+	}
+}
+
+func ptr(s rxpath.Stats) *rxpath.Stats { return &s }
