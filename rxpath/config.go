@@ -69,13 +69,15 @@ type Config struct {
 	BusyPoll bool
 	// Spin locks Run to its OS thread and never sleeps.
 	Spin bool
-	// Thread locks Run to its OS thread and sleeps there in ppoll(2) on
-	// the sockets, as a C receiver sleeps in poll(2), instead of parking
-	// its goroutine in the Go runtime's network poller: a wake-up costs
-	// one system call instead of the runtime's park, two epoll_pwait and
-	// the goroutine's scheduling. The goroutine keeps its P while it
-	// sleeps (see thread.go): the runtime's preemption signal ends a
-	// sleep every 10 ms and for every garbage collection. Off by default.
+	// Thread makes Run, while packets flow (one came within the last
+	// 5 ms), sleep in ppoll(2) on its sockets on the thread that runs it,
+	// as a C receiver sleeps in poll(2), instead of parking its goroutine
+	// in the Go runtime's network poller: a wake-up costs one system call
+	// instead of the runtime's park, two epoll_pwait and the goroutine's
+	// scheduling. The goroutine keeps its thread and its P while it
+	// sleeps (see the package documentation): for a Poller with a CPU of
+	// its own. Once no packet came for 5 ms it sleeps in the runtime's
+	// poller, holding nothing. Not with Spin. Off by default.
 	Thread bool
 	// IdleRounds is how many empty rounds the Poller polls, after a
 	// round that took packets, before it sleeps. 0 (the default) decides
@@ -145,6 +147,8 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("%w: Coalesce %v", ErrConfig, c.Coalesce)
 	case c.CopyThreshold > 1<<16:
 		return fmt.Errorf("%w: CopyThreshold %d", ErrConfig, c.CopyThreshold)
+	case c.Spin && c.Thread:
+		return fmt.Errorf("%w: Spin and Thread (a spinning poller never sleeps)", ErrConfig)
 	}
 	c.Budget = max(c.Budget, c.Weight)
 	return nil

@@ -72,11 +72,11 @@
 // receiver sleeps in poll(2), instead of parking the goroutine in the
 // runtime's poller (which costs two epoll_pwait calls and the
 // goroutine's park and wake-up per sleep). The goroutine keeps its P
-// meanwhile; a ppoll lasts at most 5 ms, the Poller yields every 4 ms,
-// and the runtime's preemption signal (a garbage collection's stop) ends
-// a ppoll at once. Once a ppoll finds no packet for 5 ms, the Poller
-// sleeps in the runtime's poller again, holding nothing, until packets
-// come back. Stats.ThreadWakeups counts the wake-ups from ppoll. This is
+// meanwhile; a ppoll lasts at most 5 ms, the Poller yields every 4 ms or
+// so, and the runtime's preemption signal (a garbage collection's stop)
+// ends a ppoll at once. Once no packet has come for 5 ms, and for the
+// short sleeps of a starved Poller, it sleeps in the runtime's poller,
+// holding nothing, until packets come back. Stats.ThreadWakeups counts the wake-ups from ppoll. This is
 // the one place the package parks a thread in a system call rather than
 // in the runtime's poller, by request only.
 //

@@ -1,6 +1,7 @@
 package rxpath_test
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,8 +13,17 @@ import (
 // readable socket: a nap takes the sockets out of the epoll set's watch
 // (so that packets arriving during it wake no one), and the sleep must
 // put them back, or the poller sleeps through traffic until its timeout.
+//
+// With Config.Thread the nap is a ppoll on the Poller's thread instead,
+// and the sleep after it (no packet yet) is in the runtime's poller.
 func TestSleepAfterNapWakes(t *testing.T) {
-	b := newBed(t, bedConfig{})
+	for _, thread := range []bool{false, true} {
+		t.Run(fmt.Sprintf("thread=%v", thread), func(t *testing.T) { testSleepAfterNapWakes(t, thread) })
+	}
+}
+
+func testSleepAfterNapWakes(t *testing.T, thread bool) {
+	b := newBed(t, bedConfig{rx: rxpath.Config{Thread: thread}})
 	snd := newSender(t, b.b, b.pair.A.AddrPort4(port), 1)
 	type result struct {
 		woke bool
@@ -37,7 +47,8 @@ func TestSleepAfterNapWakes(t *testing.T) {
 		t.Error("the sleep after a nap ended on its timeout, not on the packet: the sockets were not watched again")
 	}
 	st := b.stats(t)
-	if st.Naps != 1 || st.Wakeups != 1 {
+	// A signal may cut a Thread nap short, which then does not count.
+	if (st.Naps != 1 && !(thread && st.Naps == 0)) || st.Wakeups != 1 {
 		t.Errorf("naps %d, wakeups %d, want 1 and 1", st.Naps, st.Wakeups)
 	}
 }

@@ -114,7 +114,7 @@ type Poller struct {
 	// Config.Thread: the last ppoll timed out, so sleeps go through the
 	// runtime's poller until a socket wakes one (see thread.go).
 	threadIdle bool
-	yieldAt    time.Time // Config.Thread: when the goroutine last yielded
+	yieldAt    time.Duration // Config.Thread: when the goroutine last yielded (since epoch)
 
 	closeMu  sync.Mutex // serialises Close
 	running  atomic.Bool
@@ -310,7 +310,7 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 	p.epoch, p.lastPkt = time.Now(), 0
 	p.gap, p.dev, p.prevRound, p.spun, p.calmUntil, p.lastEmpty, p.wokeAt = 0, 0, 0, false, 0, false, 0
 	p.nappedAt, p.napHit = 0, napOne
-	p.threadIdle, p.yieldAt = false, p.epoch
+	p.threadIdle, p.yieldAt = false, 0
 	nap := p.cfg.Coalesce
 	if nap == 0 {
 		nap = napFactor * p.sleepCost
@@ -605,8 +605,9 @@ const napProbeEvery = 64
 const napOne = 1 << 10
 
 // nap sleeps for Config.Coalesce (plus a wake-up) on a timerfd watched
-// through the Go runtime's poller, so that packets gather on the RX rings
-// meanwhile; the end of Run's context ends it early. The sockets are
+// through the Go runtime's poller (with Config.Thread and a nap of at most
+// threadWait: in ppoll on the Poller's thread), so that packets gather on
+// the RX rings meanwhile; the end of Run's context ends it early. The sockets are
 // disarmed in the epoll set first (arm): armed, every packet that arrives
 // during the nap would wake the runtime's poller thread for nothing (the
 // runtime watches the epoll set), costing the nap's CPU and the sending
@@ -624,9 +625,8 @@ func (p *Poller) nap() error {
 	if err := p.arm(false); err != nil {
 		return err
 	}
-	p.c.syscalls++
-	if p.cfg.Thread {
-		if !p.threadNap() {
+	if d := time.Duration(p.napSpec.Value.Nano()); p.cfg.Thread && d <= threadWait {
+		if !p.threadNap(d) {
 			return nil
 		}
 	} else if err := p.timerNap(); err != nil || p.stop.Load() {
@@ -661,6 +661,7 @@ func (p *Poller) nap() error {
 // the timer is disarmed (none is left running after Run) and the caller
 // returns.
 func (p *Poller) timerNap() error {
+	p.c.syscalls++
 	if err := rawTimerfdSettime(p.tfd, &p.napSpec); err != nil {
 		return fmt.Errorf("rxpath: nap: %w", os.NewSyscallError("timerfd_settime", err))
 	}

@@ -276,13 +276,14 @@ func TestMultiBuffer9000(t *testing.T) {
 func TestStarvation(t *testing.T) {
 	// Spin never sleeps, so it must refill from frames given back in its
 	// idle passes, not only after rounds that took packets.
-	for _, spin := range []bool{false, true} {
-		t.Run(map[bool]string{false: "sleep", true: "spin"}[spin], func(t *testing.T) { starvation(t, spin) })
+	// A Thread poller sleeps in the runtime's poller while starved.
+	for _, mode := range []string{"sleep", "spin", "thread"} {
+		t.Run(mode, func(t *testing.T) { starvation(t, mode) })
 	}
 }
 
-func starvation(t *testing.T, spin bool) {
-	b := newBed(t, bedConfig{frames: 256, rx: rxpath.Config{FillFrames: 128, CopyThreshold: -1, Spin: spin}})
+func starvation(t *testing.T, mode string) {
+	b := newBed(t, bedConfig{frames: 256, rx: rxpath.Config{FillFrames: 128, CopyThreshold: -1, Spin: mode == "spin", Thread: mode == "thread"}})
 	snd := newSender(t, b.b, b.pair.A.AddrPort4(port), 1)
 	var held atomic.Int64
 	keep := make(chan xsk.Desc, 4096)

@@ -85,8 +85,14 @@ const disarmAfter = 32
 // The sockets are put back into the epoll set for a sleep if a nap or a
 // busy stretch took them out (see disarmAfter).
 func (p *Poller) sleep(timeout time.Duration) (woke, quiet bool, err error) {
-	if p.cfg.Thread && !p.threadIdle {
-		return p.threadSleep(timeout)
+	if p.cfg.Thread && !p.threadIdle && timeout > threadWait {
+		// While packets flow (one came within threadWait), ppoll; a
+		// starved poller's short sleeps go to the runtime's poller.
+		now := time.Since(p.epoch)
+		if now-p.lastPkt < threadWait {
+			return p.threadSleep(now)
+		}
+		p.threadIdle = true
 	}
 	woke, quiet, err = p.runtimeSleep(timeout)
 	if woke {

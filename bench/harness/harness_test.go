@@ -122,6 +122,9 @@ func TestHistory(t *testing.T) {
 			XDP:     []HistoryXDP{{Case: "rxdrop 64 B", CMpps: 1, GoMpps: ratio, Ratio: ratio, CProgCPU: 1, GoProgCPU: 2}},
 			Grid:    &HistoryGrid{Passed: 39 + i, Cells: 40},
 			Deliver: &Deliver{Sizes: []int{64, 256, 512}, CopyKeep: []float64{0.9, ratio, 1.1}}}
+		if i == 2 {
+			h.XDPKitArgs = []string{"--thread"}
+		}
 		if err := appendHistory(path, h); err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +137,7 @@ func TestHistory(t *testing.T) {
 	writeHistory(&b, hs)
 	for _, want := range []string{"across the 3 kept runs", "| rxdrop 64 B | 3 | 1.000 / 1.000 / 1.000 | 0.900 / 1.000 / 1.100 | 0.900 / 1.000 / 1.100 | 2.000 / 2.000 / 2.000 |",
 		"cells passed per run: 39/40, 40/40, 41/40", "| 256 | 3 | 0.900 / 1.000 / 1.100 |",
-		"copy is not slower than keep up to 256 B"} {
+		"copy is not slower than keep up to 256 B", " c1  (1 1 1); c2  (1 1 1; xdpkitbench --thread);"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("history lacks %q:\n%s", want, b.String())
 		}

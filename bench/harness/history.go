@@ -24,6 +24,10 @@ type HistoryEntry struct {
 	GCC     string  `json:"gcc"`
 	Load    string  `json:"loadavg"`
 	Elapsed float64 `json:"elapsed_seconds"`
+	// XDPKitArgs are the arguments the harness gave xdpkitbench as the
+	// measured receiver or forwarder beyond the C program's (xdpkitArgs),
+	// none before 7d3cfed.
+	XDPKitArgs []string `json:"xdpkit_args,omitempty"`
 
 	XDP   []HistoryXDP   `json:"xdp,omitempty"`
 	Micro []HistoryMicro `json:"micro,omitempty"`
@@ -90,7 +94,7 @@ func allCPUs(s RunSummary) float64 {
 func historyOf(r *Results) HistoryEntry {
 	m := r.Machine
 	h := HistoryEntry{Commit: m.Commit, Date: m.Date, CPU: m.CPU, CPUs: m.CPUs, Kernel: m.Kernel, Go: m.Go, GCC: m.GCC,
-		Load: m.Load, Elapsed: r.Elapsed}
+		Load: m.Load, Elapsed: r.Elapsed, XDPKitArgs: xdpkitArgs}
 	for _, c := range r.XDP {
 		h.XDP = append(h.XDP, HistoryXDP{Case: xdpCaseName(c), CMpps: c.CMedian, GoMpps: c.GoMedian, Ratio: c.Ratio,
 			CLoss: c.CSum.Loss, GoLoss: c.GoSum.Loss, CProgCPU: c.CSum.ProgPerM.Total(), GoProgCPU: c.GoSum.ProgPerM.Total(),
@@ -185,9 +189,14 @@ func writeHistory(b *strings.Builder, hs []HistoryEntry) {
 	}
 	fmt.Fprintf(b, "\n### Spread across the %d kept runs on this machine (bench/out/history.jsonl)\n\n", len(same))
 	b.WriteString("Each run's figure is its median; the table gives min / median / max across runs, this one included. " +
-		"Runs (commit, date, load average at start):")
+		"Runs (commit, date, load average at start; xdpkitbench's extra arguments as the receiver or forwarder, where it had any: " +
+		"the runs before 7d3cfed had none, so the receiving rows' spread mixes the Poller's two ways of sleeping):")
 	for _, h := range same {
-		fmt.Fprintf(b, " %s %s (%s);", h.Commit, strings.TrimSuffix(h.Date, " UTC"), h.Load)
+		args := ""
+		if len(h.XDPKitArgs) > 0 {
+			args = "; xdpkitbench " + strings.Join(h.XDPKitArgs, " ")
+		}
+		fmt.Fprintf(b, " %s %s (%s%s);", h.Commit, strings.TrimSuffix(h.Date, " UTC"), h.Load, args)
 	}
 	b.WriteString("\n\n")
 	var cases []string

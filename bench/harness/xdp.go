@@ -172,6 +172,13 @@ const procTimeout = 90 * time.Second
 // e.g. to profile it alone; "" for both.
 var onlyImpl string
 
+// xdpkitArgs are xdpkitbench's arguments as the measured receiver or
+// forwarder (rxdrop, fwd, l3fwd) beyond the C program's: the Poller sleeps
+// as xdpbench does, in ppoll on its thread, while packets flow
+// (rxpath.Config.Thread; the report and history.jsonl say so). -goargs
+// --thread=false measures the runtime poller's way instead.
+var xdpkitArgs = []string{"--thread"}
+
 // goArgs is -goargs: extra arguments for xdpkitbench as the measured
 // receiver or forwarder (rxdrop, fwd, l3fwd), e.g. --coalesce=-1ns.
 var goArgs []string
@@ -643,11 +650,7 @@ func once(ctx context.Context, b *bed, xc xdpCase, im impl, cbin string, secs, g
 			dst = b.p2.B.IPv4.Addr()
 		}
 		if im.name == "xdpkit" {
-			// The Poller sleeps as the C program does, in ppoll on its
-			// thread, while packets flow (rxpath.Config.Thread; the
-			// report says so). -goargs --thread=false measures the
-			// runtime poller's way instead.
-			args = append(args, "--thread")
+			args = append(args, xdpkitArgs...)
 			args = append(args, goArgs...)
 		}
 		rx, err := start(ctx, rxNS, meas, im.bin, args...)

@@ -8,9 +8,10 @@
 #
 #	bench/profile/rx.sh xdpkit rxdrop '100 kpps with NAPI'
 #	bench/profile/rx.sh c fwd 'fwd 64 B$'
-#	GOARGS=--thread bench/profile/rx.sh xdpkit rxdrop '300 kpps with NAPI'
+#	GOARGS=--thread=false bench/profile/rx.sh xdpkit rxdrop '300 kpps with NAPI'
 #
-# GOARGS, if set, goes to the harness's -goargs (xdpkitbench's flags).
+# GOARGS, if set, goes to the harness's -goargs (xdpkitbench's flags; the
+# harness runs it with --thread, and --thread=false undoes that).
 #
 # Samples count on-CPU time; compare the shares, and the totals of two
 # runs only as roughly as the host's noise allows.

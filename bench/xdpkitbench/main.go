@@ -178,7 +178,7 @@ func parseArgs(args []string) {
 	fs.DurationVar(&o.coalesce, "coalesce", 0, "rxdrop, fwd: rxpath.Config.Coalesce, the poller's nap while packets flow (0: its default; negative: never nap)")
 	num(&o.napiDefer, "", "napi-defer", -1, "rxdrop: set napi_defer_hard_irqs of -i's NAPIs for the run (netdev napi-set; -1: leave)")
 	fs.DurationVar(&o.napiFlush, "napi-gro-flush", -1, "rxdrop: set gro_flush_timeout of -i's NAPIs for the run (-1: leave)")
-	boolean(&o.thread, "", "thread", "rxdrop, fwd: rxpath.Config.Thread, sleep in ppoll(2) on a locked OS thread")
+	boolean(&o.thread, "", "thread", "rxdrop, fwd: rxpath.Config.Thread: while packets flow, sleep in ppoll(2) on the poller's own thread")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
