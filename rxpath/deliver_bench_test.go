@@ -128,7 +128,7 @@ func benchDeliver(b *testing.B, u *umem.UMEM, mode string, size int) {
 	}()
 	pl := &pool{u: u, mem: u.Bytes(), size: u.Size(), fsize: u.FrameSize(),
 		shift: uint(bits.TrailingZeros32(u.FrameSize())), lent: make([]uint64, (u.FrameCount()+63)/64)}
-	s := &sock{pool: pl, stash: make([]uint64, 0, frames)}
+	s := &sock{pool: pl, stash: make([]uint64, 0, frames), base: ^uint64(u.FrameSize() - 1)}
 	p := &Poller{copyMax: -1}
 	o := &owner{u: u, keep: keep, putEach: mode == "keep1", descs: make([]xsk.Desc, 0, MaxSegments),
 		kept: make([]uint64, 0, frames)}

@@ -50,7 +50,7 @@ func benchDeliverMeta(b *testing.B, on bool) {
 	}
 	pl := &pool{u: u, mem: u.Bytes(), size: u.Size(), fsize: u.FrameSize(),
 		shift: uint(bits.TrailingZeros32(u.FrameSize())), lent: make([]uint64, (u.FrameCount()+63)/64)}
-	s := &sock{pool: pl, stash: make([]uint64, 0, 2*frames)}
+	s := &sock{pool: pl, stash: make([]uint64, 0, 2*frames), base: ^uint64(u.FrameSize() - 1)}
 	h := &metaReader{}
 	p := &Poller{copyMax: -1, h: h, cfg: Config{Metadata: on}}
 	descs := make([]xsk.Desc, frames)

@@ -79,6 +79,7 @@ type sock struct {
 	discard bool // drop descriptors up to the end of the current chain
 
 	stash   []uint64 // received frames to give back, cap fixed
+	base    uint64   // clears the offset into a frame: ^(frame size - 1)
 	tmp     []uint64 // frames from the allocator, cap fixed
 	target  int      // frames to keep on the Fill ring
 	starved bool
@@ -205,8 +206,8 @@ func New(cfg *Config, socks ...*xsk.Socket) (*Poller, error) {
 		p.socks = append(p.socks, &sock{
 			s: s, idx: i, rx: s.RX(), fill: s.Fill(), pool: pl,
 			descs: make([]xsk.Desc, n),
-			stash: make([]uint64, 0, n+c.FillBatch),
-			tmp:   make([]uint64, s.Fill().Size()),
+			stash: make([]uint64, 0, n+c.FillBatch), base: ^uint64(u.FrameSize() - 1),
+			tmp: make([]uint64, s.Fill().Size()),
 		})
 	}
 	for _, s := range p.socks {
@@ -848,7 +849,12 @@ func (p *Poller) visit(s *sock, quota int) int {
 			s.out -= got
 			s.np, short = got, got < want
 		}
-		n, v := SplitPacket(s.descs[s.off:s.np], pl.size, pl.fsize)
+		// A packet in one buffer inside the UMEM, the common case, is
+		// told here; SplitPacket says what the others are.
+		n, v := 1, Whole
+		if d := s.descs[s.off]; d.Options&xsk.OptContd != 0 || !inBounds(d, pl.size, uint64(pl.fsize)-1) {
+			n, v = SplitPacket(s.descs[s.off:s.np], pl.size, pl.fsize)
+		}
 		if v == Partial {
 			// The rest of the packet is on the ring (the kernel publishes
 			// a packet's buffers together) or on its way: read it behind
@@ -886,7 +892,7 @@ func (p *Poller) recycle(s *sock, addr uint64) {
 	if len(s.stash) == cap(s.stash) {
 		p.flushStash(s)
 	}
-	s.stash = append(s.stash, addr&^uint64(s.pool.fsize-1))
+	s.stash = append(s.stash, addr&s.base)
 }
 
 // drop counts and discards a packet; the frames it names that the poller
