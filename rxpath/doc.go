@@ -67,18 +67,19 @@
 // latency at the price of a CPU.
 //
 // Config.Thread is for a Poller with a CPU of its own that should spend
-// on it no more than a C receiver would: while packets flow, it sleeps
-// in one ppoll(2) on its sockets on the thread that runs it, as a C
-// receiver sleeps in poll(2), instead of parking the goroutine in the
-// runtime's poller (which costs two epoll_pwait calls and the
-// goroutine's park and wake-up per sleep). The goroutine keeps its P
-// meanwhile; a ppoll lasts at most 5 ms, the Poller yields every 4 ms or
-// so, and the runtime's preemption signal (a garbage collection's stop)
-// ends a ppoll at once. Once no packet has come for 5 ms, and for the
-// short sleeps of a starved Poller, it sleeps in the runtime's poller,
-// holding nothing, until packets come back. Stats.ThreadWakeups counts the wake-ups from ppoll. This is
-// the one place the package parks a thread in a system call rather than
-// in the runtime's poller, by request only.
+// on it no more than a C receiver would: while packets flow, it sleeps in
+// one ppoll(2) on its sockets on the thread that runs it, as a C receiver
+// sleeps in poll(2), instead of parking the goroutine in the runtime's
+// poller (which costs two epoll_pwait calls and the goroutine's park and
+// wake-up per sleep). The goroutine keeps its P meanwhile; a ppoll lasts
+// at most 5 ms, the Poller yields every 4 ms or so, and the runtime's
+// preemption signal (a garbage collection's stop) ends a ppoll at once.
+// Once no packet has come for 5 ms, and for the short sleeps of a starved
+// Poller, it sleeps in the runtime's poller, holding nothing, until
+// packets come back. With GOMAXPROCS 1 Run ignores Thread: the ppoll
+// would hold the only P. Stats.ThreadWakeups counts the wake-ups from
+// ppoll. This is the one place the package parks a thread in a system
+// call rather than in the runtime's poller, by request only.
 //
 // # Delivery: copy or lend
 //

@@ -17,6 +17,7 @@ func NapThenSleep(p *Poller, nap, timeout time.Duration) (woke bool, err error) 
 		}
 	}
 	p.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(nap))}
+	p.thread = p.cfg.Thread // as Run sets it (GOMAXPROCS > 1 assumed)
 	if err := p.nap(); err != nil {
 		return false, err
 	}

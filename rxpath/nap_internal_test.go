@@ -111,3 +111,44 @@ func TestCloseConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestThreadNap: a Config.Thread poller's nap of at most threadWait is a
+// ppoll on its own thread: it does not touch the timerfd (closed here, so
+// a timer nap would fail), lasts at least its length and counts. One that
+// Run's end cuts short is not counted, nor is the round after it taken
+// for a nap's (nappedAt).
+func TestThreadNap(t *testing.T) {
+	p := &Poller{thread: true}
+	p.napped = func(uintptr) bool { return p.stop.Load() || p.napOver() } // as New sets it
+	if err := p.initWait(); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.tf.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p.epoch = time.Now()
+	const d = 2 * time.Millisecond
+	p.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(d))}
+	// A signal (the runtime's preemption) may cut a nap short: then it
+	// does not count, and the next try does.
+	for try := 0; p.c.naps == 0; try++ {
+		if try == 10 {
+			t.Fatal("ten naps in a row cut short")
+		}
+		start := time.Now()
+		if err := p.nap(); err != nil {
+			t.Fatalf("a Thread nap: %v", err)
+		}
+		if took := time.Since(start); p.c.naps == 1 && took < d {
+			t.Errorf("a Thread nap of %v took %v", d, took)
+		}
+	}
+	p.stop.Store(true) // Run's context ended: the nap ends cut short
+	if err := p.nap(); err != nil {
+		t.Fatal(err)
+	}
+	if p.c.naps != 1 || p.nappedAt != 0 {
+		t.Errorf("after a nap cut short: naps %d, nappedAt %v; want 1 and 0", p.c.naps, p.nappedAt)
+	}
+}

@@ -112,6 +112,7 @@ type Poller struct {
 	tfd    int
 	napped func(uintptr) bool
 	pfds   []unix.PollFd // Config.Thread: the sleep's ppoll set
+	thread bool          // Config.Thread, and GOMAXPROCS > 1 at Run's start
 	// Config.Thread: the last ppoll timed out, so sleeps go through the
 	// runtime's poller until a socket wakes one (see thread.go).
 	threadIdle bool
@@ -311,6 +312,10 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 	p.epoch, p.lastPkt = time.Now(), 0
 	p.gap, p.dev, p.prevRound, p.spun, p.calmUntil, p.lastEmpty, p.wokeAt = 0, 0, 0, false, 0, false, 0
 	p.nappedAt, p.napHit = 0, napOne
+	// Thread needs a P to spare: with one, the Poller's ppoll would hold
+	// the only P, and no other goroutine (not even whatever makes its
+	// next packet) could run until the ppoll ended.
+	p.thread = p.cfg.Thread && runtime.GOMAXPROCS(0) > 1
 	p.threadIdle, p.yieldAt = false, 0
 	nap := p.cfg.Coalesce
 	if nap == 0 {
@@ -626,8 +631,9 @@ func (p *Poller) nap() error {
 	if err := p.arm(false); err != nil {
 		return err
 	}
-	if d := time.Duration(p.napSpec.Value.Nano()); p.cfg.Thread && d <= threadWait {
+	if d := time.Duration(p.napSpec.Value.Nano()); p.thread && d <= threadWait {
 		if !p.threadNap(d) {
+			p.nappedAt = 0 // cut short: the round after it is no nap's
 			return nil
 		}
 	} else if err := p.timerNap(); err != nil || p.stop.Load() {

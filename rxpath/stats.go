@@ -36,7 +36,7 @@ type Stats struct {
 	Naps          uint64 // naps: timed sleeps of Config.Coalesce while packets flow
 	NapsEmpty     uint64 // naps after which the next round took nothing
 	Wakeups       uint64 // sleeps ended by a readable socket
-	Syscalls      uint64 // system calls made by the poller: RX wake-ups, busy polls, epoll_ctl arming the sockets for a sleep or disarming them for a nap or a busy stretch (see disarmAfter), a nap's timerfd calls and CPU-clock reads (the blocking waits themselves, in the Go runtime's poller, are not counted)
+	Syscalls      uint64 // system calls made by the poller: RX wake-ups, busy polls, epoll_ctl arming the sockets for a sleep or disarming them for a nap or a busy stretch (see disarmAfter), a nap's timerfd calls and CPU-clock reads, a Config.Thread poller's ppolls (the blocking waits in the Go runtime's poller are not counted)
 	FillEmpty     uint64 // refills that found a Fill ring empty
 	FillStarved   uint64 // refills that found no frame to put on an empty Fill ring
 	// SleepCost is what the idle rule weighs polling against: how long a

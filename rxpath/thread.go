@@ -38,7 +38,10 @@ import (
 //     only once every P is idle): about 100 short wake-ups a second on
 //     some CPU for as long as packets flow.
 //   - Other goroutines get that P only at those yields, or from another
-//     P: a Thread Poller wants a CPU of its own, as a C receiver has.
+//     P: a Thread Poller wants a CPU of its own, as a C receiver has. With
+//     GOMAXPROCS 1 there is no other P, and whatever makes the next
+//     packet could not run until the ppoll ended: Run then ignores
+//     Thread.
 //
 // Packets flow while the last one came within threadWait: once none has
 // (whatever ended the ppolls: their timeouts or signals), the sleeps go
@@ -85,6 +88,7 @@ func (p *Poller) threadSleep(now time.Duration) (woke, quiet bool, err error) {
 	p.threadYieldNow(now)
 	p.busy = 0
 	p.c.sleeps++
+	p.c.syscalls++
 	p.publish()
 	n, e := rawPpoll(p.pfds, threadWait)
 	switch {
@@ -108,6 +112,7 @@ func (p *Poller) threadSleep(now time.Duration) (woke, quiet bool, err error) {
 // signal): then it says nothing of a nap's length or cost.
 func (p *Poller) threadNap(d time.Duration) bool {
 	p.threadYieldNow(time.Since(p.epoch))
+	p.c.syscalls++
 	_, e := rawPpoll(nil, d)
 	return e != unix.EINTR && !p.stop.Load()
 }

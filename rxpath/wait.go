@@ -85,7 +85,7 @@ const disarmAfter = 32
 // The sockets are put back into the epoll set for a sleep if a nap or a
 // busy stretch took them out (see disarmAfter).
 func (p *Poller) sleep(timeout time.Duration) (woke, quiet bool, err error) {
-	if p.cfg.Thread && !p.threadIdle && timeout > threadWait {
+	if p.thread && !p.threadIdle && timeout > threadWait {
 		// While packets flow (one came within threadWait), ppoll; a
 		// starved poller's short sleeps go to the runtime's poller.
 		now := time.Since(p.epoch)

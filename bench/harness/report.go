@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -140,9 +141,13 @@ func writeXDP(b *strings.Builder, r *Results) {
 		"from /proc/PID/stat, the total is not), and each CPU (user/sys/softirq, /proc/stat, in 10 ms ticks). " +
 		"The generator or peer runs on CPU 0 and the measured program on CPU 1; veth runs the receiving side's XDP " +
 		"and the copy into the receiver's UMEM on the sending CPU (CPU 0 for RX-drop and forwarding). " +
-		"The whole machine's CPUs are counted: other work on it shows up there too. " +
-		"xdpkit's receiver and forwarders run with `--thread` (rxpath.Config.Thread: while packets flow the Poller sleeps in " +
-		"ppoll on its own thread, as xdpbench sleeps in poll(2), instead of in the Go runtime's poller; `-goargs --thread=false` measures the latter).\n")
+		"The whole machine's CPUs are counted: other work on it shows up there too.")
+	if args := slices.Concat(xdpkitArgs, goArgs); len(args) > 0 {
+		fmt.Fprintf(b, " xdpkit's receiver and forwarders ran with `%s` (`--thread` is rxpath.Config.Thread: while packets flow "+
+			"the Poller sleeps in ppoll on its own thread, as xdpbench sleeps in poll(2), instead of in the Go runtime's poller; "+
+			"`-goargs --thread=false` measures the latter).", strings.Join(args, " "))
+	}
+	b.WriteString("\n")
 	hasTX := false
 	for _, c := range r.XDP {
 		hasTX = hasTX || c.Mode == "txonly"

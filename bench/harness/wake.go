@@ -76,8 +76,8 @@ func runWake(ctx context.Context, c *config, dir string) (*Wake, error) {
 	waiters := [][]string{{cbin}, {gobin, "-m", "wait"}, {gobin, "-m", "wait-thread"}}
 	logf("wake: %d rounds of %d wake-ups %v apart, the three waiters in turn, after a warm-up round", runs, w.Count, wakeGap)
 	for i := -1; i < runs; i++ {
-		// Rotate which waiter goes first, so that none always follows
-		// the same one.
+		// Rotate which waiter goes first, so that none always runs
+		// first (each still follows the same one within a round).
 		k := (i + 1) % len(waiters)
 		order := slices.Concat(waiters[k:], waiters[:k])
 		for _, waiter := range order {
