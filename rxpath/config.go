@@ -77,8 +77,9 @@ type Config struct {
 	// scheduling. The goroutine keeps its thread and its P while it
 	// sleeps (see the package documentation): for a Poller with a CPU of
 	// its own. Once no packet came for 5 ms it sleeps in the runtime's
-	// poller, holding nothing. Not with Spin; ignored while GOMAXPROCS is
-	// 1 (at Run's start), since the only P would be held. Off by default.
+	// poller, holding nothing. With GOMAXPROCS 1 the process's other
+	// goroutines then run only between the Poller's sleeps. Not with
+	// Spin. Off by default.
 	Thread bool
 	// IdleRounds is how many empty rounds the Poller polls, after a
 	// round that took packets, before it sleeps. 0 (the default) decides

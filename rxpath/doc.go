@@ -76,9 +76,9 @@
 // preemption signal (a garbage collection's stop) ends a ppoll at once.
 // Once no packet has come for 5 ms, and for the short sleeps of a starved
 // Poller, it sleeps in the runtime's poller, holding nothing, until
-// packets come back. With GOMAXPROCS 1 Run ignores Thread: the ppoll
-// would hold the only P. Stats.ThreadWakeups counts the wake-ups from
-// ppoll. This is the one place the package parks a thread in a system
+// packets come back. With GOMAXPROCS 1 the ppoll holds the only P: the
+// process's other goroutines run between the Poller's sleeps (at most
+// 5 ms apart). Stats.ThreadWakeups counts the wake-ups from ppoll. This is the one place the package parks a thread in a system
 // call rather than in the runtime's poller, by request only.
 //
 // # Delivery: copy or lend

@@ -112,7 +112,7 @@ type Poller struct {
 	tfd    int
 	napped func(uintptr) bool
 	pfds   []unix.PollFd // Config.Thread: the sleep's ppoll set
-	thread bool          // Config.Thread, and GOMAXPROCS > 1 at Run's start
+	thread bool          // Config.Thread, as of Run's start
 	// Config.Thread: the last ppoll timed out, so sleeps go through the
 	// runtime's poller until a socket wakes one (see thread.go).
 	threadIdle bool
@@ -312,10 +312,7 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 	p.epoch, p.lastPkt = time.Now(), 0
 	p.gap, p.dev, p.prevRound, p.spun, p.calmUntil, p.lastEmpty, p.wokeAt = 0, 0, 0, false, 0, false, 0
 	p.nappedAt, p.napHit = 0, napOne
-	// Thread needs a P to spare: with one, the Poller's ppoll would hold
-	// the only P, and no other goroutine (not even whatever makes its
-	// next packet) could run until the ppoll ended.
-	p.thread = p.cfg.Thread && runtime.GOMAXPROCS(0) > 1
+	p.thread = p.cfg.Thread
 	p.threadIdle, p.yieldAt = false, 0
 	nap := p.cfg.Coalesce
 	if nap == 0 {

@@ -38,10 +38,15 @@ import (
 //     only once every P is idle): about 100 short wake-ups a second on
 //     some CPU for as long as packets flow.
 //   - Other goroutines get that P only at those yields, or from another
-//     P: a Thread Poller wants a CPU of its own, as a C receiver has. With
-//     GOMAXPROCS 1 there is no other P, and whatever makes the next
-//     packet could not run until the ppoll ended: Run then ignores
-//     Thread.
+//     P: a Thread Poller wants a CPU of its own, as a C receiver has.
+//     With GOMAXPROCS 1 (a process pinned to one CPU, as make bench runs
+//     xdpkitbench; a container of one CPU) there is no other P: the
+//     process's other goroutines run only at those yields and when a
+//     ppoll ends, on a packet or after threadWait. One that makes the
+//     Poller's next packet (a sender in the same process) then costs a
+//     ppoll's timeout per packet (TestThread without its GOMAXPROCS(2),
+//     under GOMAXPROCS=1: 602 sleeps and no wake-up from ppoll for 300
+//     datagrams).
 //
 // Packets flow while the last one came within threadWait: once none has
 // (whatever ended the ppolls: their timeouts or signals), the sleeps go

@@ -21,7 +21,10 @@ import (
 // Run with os.ErrClosed. Every datagram arrives.
 func TestThread(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < 2 {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2)) // Run ignores Thread with one P
+		// The senders are goroutines of this process: with one P they
+		// would run only between the Poller's sleeps, after each ppoll
+		// timed out (see Config.Thread).
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	}
 	b := newBed(t, bedConfig{rx: rxpath.Config{Thread: true}})
 	snd := newSender(t, b.b, b.pair.A.AddrPort4(port), 1)
@@ -115,35 +118,3 @@ func TestThread(t *testing.T) {
 }
 
 func ptr(s rxpath.Stats) *rxpath.Stats { return &s }
-
-// TestThreadOneP: with GOMAXPROCS 1, Run ignores Config.Thread (a ppoll
-// would hold the only P, and the goroutines that send could not run until
-// it ended): every datagram arrives, none wakes the poller from ppoll,
-// and the sleeps are one per datagram, with no system call.
-func TestThreadOneP(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	b := newBed(t, bedConfig{rx: rxpath.Config{Thread: true}})
-	snd := newSender(t, b.b, b.pair.A.AddrPort4(port), 1)
-	var got atomic.Int64
-	stop := b.run(rxpath.HandlerFunc(func(*rxpath.Packet) { got.Add(1) }))
-	const n = 50
-	for i := range n {
-		if err := snd.send(1, 64, 0, nil, 5*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		waitCount(&got, int64(i+1), 5*time.Second)
-		time.Sleep(200 * time.Microsecond)
-	}
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	st := b.stats(t)
-	if got.Load() != n || st.ThreadWakeups != 0 {
-		t.Errorf("received %d of %d datagrams, %d wake-ups from ppoll (want none): %s", got.Load(), n, st.ThreadWakeups, &st)
-	}
-	// A ppoll that held the only P timed out (a system call, and a sleep
-	// more) before every datagram.
-	if st.Syscalls >= n/2 || st.Sleeps >= n*3/2 {
-		t.Errorf("%d system calls and %d sleeps for %d datagrams: the poller sleeps in ppoll with one P: %s", st.Syscalls, st.Sleeps, n, &st)
-	}
-}
