@@ -237,18 +237,20 @@ func TestWakeReport(t *testing.T) {
 	if got := w.Runs[3].PerWake(); got != 10 {
 		t.Errorf("PerWake = %v µs, want 10", got)
 	}
-	var b strings.Builder
-	writeWake(&b, w)
-	for _, want := range []string{
-		"a waiter on CPU 1 sleeps until a pipe is readable, woken by a writer on CPU 0 that writes 100 bytes",
-		"| C, poll(2) | 3 | 50-100 | 6.00 / 8.00 / 10.00 | 1.00 |",
-		"| Go, runtime poller | 3 | 90-100 | 9.00 / 10.00 / 12.00 | 1.00 |",
-		"Go/C of the medians: 1.25 (+2.00 µs per wake-up); spread 1.20-1.50.",
-	} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("report lacks %q:\n%s", want, b.String())
+	check := func(wants ...string) {
+		t.Helper()
+		var b strings.Builder
+		writeWake(&b, w)
+		for _, want := range wants {
+			if !strings.Contains(b.String(), want) {
+				t.Errorf("report lacks %q:\n%s", want, b.String())
+			}
 		}
 	}
+	check("a waiter on CPU 1 sleeps until a pipe is readable, woken by a writer on CPU 0 that writes 100 bytes",
+		"| C, poll(2) | 3 | 50-100 | 6.00 / 8.00 / 10.00 | 1.00 |",
+		"| Go, runtime poller | 3 | 90-100 | 9.00 / 10.00 / 12.00 | 1.00 |",
+		"Go/C of the medians: 1.25 (+2.00 µs per wake-up); spread 1.20-1.50.")
 
 	// Three waiters per round (since Config.Thread), in rotated order.
 	w.Runs = []WakeRun{
@@ -256,19 +258,11 @@ func TestWakeReport(t *testing.T) {
 		{Impl: "go", Wakes: 100, CPUNs: 1200000}, {Impl: "go-thread", Wakes: 100, CPUNs: 900000}, {Impl: "c", Wakes: 50, CPUNs: 500000},
 		{Impl: "go-thread", Wakes: 100, CPUNs: 500000}, {Impl: "c", Wakes: 100, CPUNs: 600000}, {Impl: "go", Wakes: 90, CPUNs: 810000},
 	}
-	b.Reset()
-	writeWake(&b, w)
-	for _, want := range []string{
-		"| C, poll(2) | 3 | 50-100 | 6.00 / 8.00 / 10.00 |",
+	check("| C, poll(2) | 3 | 50-100 | 6.00 / 8.00 / 10.00 |",
 		"| Go, runtime poller | 3 | 90-100 | 9.00 / 10.00 / 12.00 |",
 		"| Go, ppoll on its thread (rxpath Config.Thread) | 3 | 100-100 | 5.00 / 7.00 / 9.00 |",
 		"Go/C of the medians: 1.25 (+2.00 µs per wake-up); spread 1.20-1.50.",
-		"Go thread/C of the medians: 0.88 (-1.00 µs per wake-up); spread 0.83-0.90.",
-	} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("report lacks %q:\n%s", want, b.String())
-		}
-	}
+		"Go thread/C of the medians: 0.88 (-1.00 µs per wake-up); spread 0.83-0.90.")
 }
 
 // TestWakeSplitReport: the per-wake-up table of the fixed-rate rxdrop
