@@ -49,9 +49,10 @@
 // again or nap completes, as napi_complete_done does: the poller gives
 // every Fill ring its frames back, wakes the kernel where a Fill ring
 // asks for it (need_wakeup), and sleeps until a socket is readable or the
-// context ends. Sleeping holds no OS thread: the sockets' descriptors are
-// watched by one epoll instance whose own descriptor is registered with
-// the Go runtime's network poller, so one parked goroutine waits for any
+// context ends. Sleeping holds no OS thread (but see Config.Thread
+// below): the sockets' descriptors are watched by one epoll instance
+// whose own descriptor is registered with the Go runtime's network
+// poller, so one parked goroutine waits for any
 // number of sockets and a wake-up allocates nothing. The sockets are
 // in that epoll set only for sleeps: they are taken out for a nap and
 // after 32 rounds with packets since the last sleep, and put back before

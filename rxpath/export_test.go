@@ -17,7 +17,6 @@ func NapThenSleep(p *Poller, nap, timeout time.Duration) (woke bool, err error) 
 		}
 	}
 	p.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(nap))}
-	p.thread = p.cfg.Thread // as Run sets it
 	if err := p.nap(); err != nil {
 		return false, err
 	}

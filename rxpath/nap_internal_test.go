@@ -118,7 +118,7 @@ func TestCloseConcurrent(t *testing.T) {
 // Run's end cuts short is not counted, nor is the round after it taken
 // for a nap's (nappedAt).
 func TestThreadNap(t *testing.T) {
-	p := &Poller{thread: true}
+	p := &Poller{cfg: Config{Thread: true}}
 	p.napped = func(uintptr) bool { return p.stop.Load() || p.napOver() } // as New sets it
 	if err := p.initWait(); err != nil {
 		t.Fatal(err)

@@ -64,6 +64,11 @@ func (pl *pool) give(addr uint64) {
 	pl.lent[i>>6] |= 1 << (i & 63)
 }
 
+// closedErr is the error that ends Run when s was closed under it.
+func (s *sock) closedErr() error {
+	return fmt.Errorf("rxpath: socket %s queue %d: %w", s.s.Ifname(), s.s.Queue(), os.ErrClosed)
+}
+
 // sock is the poller's state for one socket.
 type sock struct {
 	s    *xsk.Socket
@@ -112,7 +117,6 @@ type Poller struct {
 	tfd    int
 	napped func(uintptr) bool
 	pfds   []unix.PollFd // Config.Thread: the sleep's ppoll set
-	thread bool          // Config.Thread, as of Run's start
 	// Config.Thread: the last ppoll timed out, so sleeps go through the
 	// runtime's poller until a socket wakes one (see thread.go).
 	threadIdle bool
@@ -312,7 +316,6 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 	p.epoch, p.lastPkt = time.Now(), 0
 	p.gap, p.dev, p.prevRound, p.spun, p.calmUntil, p.lastEmpty, p.wokeAt = 0, 0, 0, false, 0, false, 0
 	p.nappedAt, p.napHit = 0, napOne
-	p.thread = p.cfg.Thread
 	p.threadIdle, p.yieldAt = false, 0
 	nap := p.cfg.Coalesce
 	if nap == 0 {
@@ -475,7 +478,7 @@ func (p *Poller) loop() error {
 		// closed under us (its rings then take nothing) ends the Run.
 		for _, s := range p.socks {
 			if s.s.Closed() {
-				return fmt.Errorf("rxpath: socket %s queue %d: %w", s.s.Ifname(), s.s.Queue(), os.ErrClosed)
+				return s.closedErr()
 			}
 		}
 		starved := false
@@ -628,7 +631,7 @@ func (p *Poller) nap() error {
 	if err := p.arm(false); err != nil {
 		return err
 	}
-	if d := time.Duration(p.napSpec.Value.Nano()); p.thread && d <= threadWait {
+	if d := time.Duration(p.napSpec.Value.Nano()); p.cfg.Thread && d <= threadWait {
 		if !p.threadNap(d) {
 			p.nappedAt = 0 // cut short: the round after it is no nap's
 			return nil
@@ -746,7 +749,7 @@ const spinRounds = 64
 func (p *Poller) spinMaintain() error {
 	for _, s := range p.socks {
 		if s.s.Closed() {
-			return fmt.Errorf("rxpath: socket %s queue %d: %w", s.s.Ifname(), s.s.Queue(), os.ErrClosed)
+			return s.closedErr()
 		}
 		if err := p.refill(s, true); err != nil {
 			return err

@@ -86,7 +86,7 @@ func (p *Poller) threadSleep(now time.Duration) (woke, quiet bool, err error) {
 	for _, s := range p.socks {
 		fd := s.s.FD()
 		if fd < 0 {
-			return false, false, fmt.Errorf("rxpath: socket %s queue %d: %w", s.s.Ifname(), s.s.Queue(), os.ErrClosed)
+			return false, false, s.closedErr()
 		}
 		p.pfds = append(p.pfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 	}
@@ -104,7 +104,7 @@ func (p *Poller) threadSleep(now time.Duration) (woke, quiet bool, err error) {
 	}
 	for i, s := range p.socks {
 		if p.pfds[i].Revents&unix.POLLNVAL != 0 {
-			return false, false, fmt.Errorf("rxpath: socket %s queue %d: %w", s.s.Ifname(), s.s.Queue(), os.ErrClosed)
+			return false, false, s.closedErr()
 		}
 	}
 	p.c.wakeups++

@@ -85,7 +85,7 @@ const disarmAfter = 32
 // The sockets are put back into the epoll set for a sleep if a nap or a
 // busy stretch took them out (see disarmAfter).
 func (p *Poller) sleep(timeout time.Duration) (woke, quiet bool, err error) {
-	if p.thread && !p.threadIdle && timeout > threadWait {
+	if p.cfg.Thread && !p.threadIdle && timeout > threadWait {
 		// While packets flow (one came within threadWait), ppoll; a
 		// starved poller's short sleeps go to the runtime's poller.
 		now := time.Since(p.epoch)
@@ -155,7 +155,7 @@ func (p *Poller) arm(on bool) error {
 			if !on {
 				continue
 			}
-			return fmt.Errorf("rxpath: socket %s queue %d: %w", s.s.Ifname(), s.s.Queue(), os.ErrClosed)
+			return s.closedErr()
 		}
 		p.c.syscalls++
 		var err error
@@ -165,7 +165,7 @@ func (p *Poller) arm(on bool) error {
 			case unix.EEXIST:
 				err = nil
 			case unix.EBADF:
-				return fmt.Errorf("rxpath: socket %s queue %d: %w", s.s.Ifname(), s.s.Queue(), os.ErrClosed)
+				return s.closedErr()
 			}
 		} else if err = rawEpollCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil); err == unix.ENOENT || err == unix.EBADF {
 			err = nil
