@@ -252,7 +252,10 @@ func pin(cpu int) {
 func socketConfig(noRX, noTX bool) *xsk.Config {
 	c := &xsk.Config{
 		RXSize: uint32(o.ring), TXSize: uint32(o.ring), FillSize: uint32(o.ring), CompletionSize: uint32(o.ring),
-		NoRX: noRX, NoTX: noTX, Mode: xsk.ModeCopy, NoNeedWakeup: o.noWakeup, MaxTXBudget: uint32(o.txBudget),
+		NoRX: noRX, NoTX: noTX, Mode: xsk.ModeCopy, NoNeedWakeup: o.noWakeup,
+	}
+	if !noTX {
+		c.MaxTXBudget = uint32(o.txBudget) // fwd: the out socket's; the in one has no TX ring
 	}
 	if o.zc {
 		c.Mode = xsk.ModeZeroCopy

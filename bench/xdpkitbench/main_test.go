@@ -237,8 +237,10 @@ func TestModes(t *testing.T) {
 		p1, p2 := vethns.NewPair(t, a, b, nil), vethns.NewPair(t, b, c, nil)
 		stopSink, stopFwd := make(chan struct{}), make(chan struct{})
 		sink := background(t, c, stopSink, cbin, "-m", "sink", "-i", p2.B.Name, "-d", "20")
+		// --tx-budget sets XDP_MAX_TX_SKB_BUDGET on the out socket, the
+		// one with a TX ring (the in socket has none).
 		fwd := background(t, b, stopFwd, bin, "-m", "fwd", "-i", p1.B.Name, "-o", p2.A.Name,
-			"--dst-mac", p2.B.MAC.String(), "-d", "20")
+			"--dst-mac", p2.B.MAC.String(), "-d", "20", "--tx-budget", "256")
 		run(t, a, cbin, gen(p1.A, p1.B, p2.B.IPv4.Addr().String(), 1500)...)
 		time.Sleep(200 * time.Millisecond)
 		close(stopFwd)
