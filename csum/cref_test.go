@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/xdpkit/xdpkit/csum/internal/cref"
 )
@@ -66,20 +67,25 @@ func TestPairedC(t *testing.T) {
 	type fn struct {
 		name string
 		c    bool // a C kernel
-		run  func(dst, buf []byte, reps int) float64
+		// run times reps chained calls over buf (and dst), with its
+		// timing loop level deeper on the stack (see stackLevels).
+		run func(dst, buf []byte, reps, level int) float64
 	}
-	cfn := func(k int) func(dst, buf []byte, reps int) float64 {
-		return func(dst, buf []byte, reps int) float64 { return cref.Time(k, dst, buf, reps) }
+	cfn := func(k int) func(dst, buf []byte, reps, level int) float64 {
+		// csumbench's loop keeps the sum in a register: see stackLevels.
+		return func(dst, buf []byte, reps, _ int) float64 { return cref.Time(k, dst, buf, reps) }
 	}
-	goSum := func(dst, buf []byte, reps int) float64 {
-		t0 := time.Now()
-		sink = sumLoop(buf, reps, sink)
-		return float64(time.Since(t0).Nanoseconds())
+	goSum := func(dst, buf []byte, reps, level int) float64 {
+		return onStack(level, func() float64 {
+			t0 := time.Now()
+			sink = sumLoop(buf, reps, sink)
+			return float64(time.Since(t0).Nanoseconds())
+		})
 	}
 	if *pairedRounds < 1 {
 		t.Fatalf("-paired.rounds %d: at least 1", *pairedRounds)
 	}
-	forced := func(name string) func(dst, buf []byte, reps int) float64 {
+	forced := func(name string) func(dst, buf []byte, reps, level int) float64 {
 		var im impl
 		for _, x := range impls {
 			if x.name == name {
@@ -89,10 +95,10 @@ func TestPairedC(t *testing.T) {
 		if im.use == nil {
 			t.Fatalf("-paired.impls: this machine has no %s kernel set", name)
 		}
-		return func(dst, buf []byte, reps int) float64 {
+		return func(dst, buf []byte, reps, level int) float64 {
 			restore := im.use()
 			defer restore()
-			return goSum(dst, buf, reps)
+			return goSum(dst, buf, reps, level)
 		}
 	}
 	sumFns := []fn{
@@ -112,10 +118,12 @@ func TestPairedC(t *testing.T) {
 	copyFns := []fn{
 		{"C-copy-avx2", true, cfn(cref.CopySumAVX2)},
 		// C-copy-avx512 is appended below where the CPU has it.
-		{"CopyAndSum", false, func(dst, buf []byte, reps int) float64 {
-			t0 := time.Now()
-			sink = copySumLoop(dst, buf, reps, sink)
-			return float64(time.Since(t0).Nanoseconds())
+		{"CopyAndSum", false, func(dst, buf []byte, reps, level int) float64 {
+			return onStack(level, func() float64 {
+				t0 := time.Now()
+				sink = copySumLoop(dst, buf, reps, sink)
+				return float64(time.Since(t0).Nanoseconds())
+			})
 		}},
 	}
 	if cref.HasAVX512() {
@@ -144,11 +152,13 @@ func TestPairedC(t *testing.T) {
 			reps := min(max(16, (256<<10)/n), 4096)
 			// Per function, per block: ns per call. The first tenth of
 			// the rounds (r < 0) warms up.
+			// Every function of a round runs at the same stack level.
 			times := make([][]float64, len(fns))
 			for r := -*pairedRounds / 10; r < *pairedRounds; r++ {
+				level := (r%stackLevels + stackLevels) % stackLevels
 				for i := range fns {
 					j := ((i+r)%len(fns) + len(fns)) % len(fns)
-					d := fns[j].run(dst, buf, reps) / float64(reps)
+					d := fns[j].run(dst, buf, reps, level) / float64(reps)
 					if r >= 0 {
 						times[j] = append(times[j], d)
 					}
@@ -215,6 +225,42 @@ func pairedRow(bench string, n, reps int, fnNames []string, c []bool, times [][]
 	return rows
 }
 
+// Go's timing loops run at stackLevels places on the stack, stackStep
+// bytes apart (4 KiB in all), one per round in turn (onStack), because at
+// one fixed place the result of a size can hinge on the place. On the
+// development machine (Zen 3), with the buffer at mid-page, a 1499-byte
+// Sum took 19.6 ns at most places and 21 to 28 ns with the loop's frame
+// over the first kilobyte of the buffer's page offsets (in one pass over
+// the places; an earlier pass in the same process showed no more than
+// 1%). The likely cause: the loop keeps the previous sum on the stack
+// across the call (an ABI0 call saves no register), and a kernel load
+// whose address matches that slot's in the low 12 bits is made to wait
+// for the store, whose data is the previous call's result, so that the
+// calls stop overlapping. A program's own stack can be at any of these
+// places; the blocks now cover them all, and the median ratio is not the
+// luck of one. csumbench's loop (cref.Time) keeps the sum in a register,
+// and runs where it always did.
+const (
+	stackLevels = 32
+	stackStep   = 128
+)
+
+// onStack calls f level frames of stackStep bytes below its own.
+//
+//go:noinline
+func onStack(level int, f func() float64) float64 {
+	var pad [stackStep - 32]byte // with the frame's other words: stackStep bytes (TestOnStack)
+	if level == 0 {
+		return f()
+	}
+	r := onStack(level-1, f)
+	pad[level%len(pad)] = byte(level)
+	stackSink += pad[(level+1)%len(pad)]
+	return r
+}
+
+var stackSink byte
+
 // sumLoop and copySumLoop are the Go timing loops, functions of their own
 // as csumbench's (cref_time): the loop keeps only its own values live
 // across the calls, and each call takes the previous sum as its initial
@@ -240,4 +286,30 @@ func median(x []float64) float64 {
 	s := slices.Clone(x)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// TestOnStack checks that onStack's levels are stackStep bytes apart, so
+// that TestPairedC's rounds cover 4 KiB of stack places evenly.
+func TestOnStack(t *testing.T) {
+	var sp [stackLevels]uintptr
+	onStack(2*stackLevels, func() float64 { return 0 }) // grow the stack first: growing moves it
+	for l := range sp {
+		onStack(l, func() float64 {
+			sp[l] = spOf()
+			return 0
+		})
+	}
+	for l := 1; l < stackLevels; l++ {
+		if d := sp[l-1] - sp[l]; d != stackStep {
+			t.Fatalf("level %d is %d bytes below level %d, want %d (stack places: %x)", l, d, l-1, stackStep, sp)
+		}
+	}
+}
+
+// spOf returns the address of one of its locals.
+//
+//go:noinline
+func spOf() uintptr {
+	var x [8]byte
+	return uintptr(unsafe.Pointer(&x[0]))
 }
