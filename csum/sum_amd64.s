@@ -320,9 +320,10 @@ c2reduce: \
 //     bytes as one 32-byte window that ends at the end of b, with the
 //     bytes before them zeroed by a VPSHUFB control from tailShuf, which
 //     also moves every byte to the place in its 32-bit word that the
-//     scalar code gives it (none when n%32 is 0); then 128 bytes per
-//     loop iteration into two pairs of accumulators, and up to three
-//     more vectors.
+//     scalar code gives it (none when n%32 is 0: the first vectors are
+//     then the accumulators' first values); then 128 bytes per loop
+//     iteration into two pairs of accumulators, and up to three more
+//     vectors.
 //   - otherwise: without assembly (useAsm false, for the tests) and for
 //     slices longer than maxChunk it tail-calls the Go function sumSlow;
 //     with AVX-512 from avx512Min bytes, sumAVX512 (the same arguments);
@@ -339,7 +340,7 @@ TEXT ·sum(SB), NOSPLIT, $0-28
 	// top of this file). The last n%32 bytes come first, so that their
 	// loads are off the path to the result: the 32-byte window that ends
 	// at the end of b, shuffled by tailShuf[n%32], is the first value of
-	// A1 and H1 (when n%32 is 0, the four start at zero: vwhole). An odd
+	// A1 and H1 (when n%32 is 0 there is none: vwhole). An odd
 	// last byte, which the control leaves out, is the first value of A0
 	// (it has no high half), as the low byte of a lane. The loop runs to
 	// an end pointer (DX), so that it carries two scalar instructions.
@@ -427,14 +428,56 @@ vodd:
 	JMP     vloops
 
 vwhole:
-	// Whole vectors only (n is even): the accumulators start at zero,
-	// not at a window that the control would zero anyway, whose load and
-	// shuffle would then come before the first add.
+	// Whole vectors only (n is even), no window: the first vectors are
+	// the accumulators' first values (no zeroing, and fewer adds), not a
+	// window that the control would zero anyway, whose load and shuffle
+	// would then come before the first add.
+	CMPQ    CX, $128
+	JB      vwhole96
+	VMOVDQU 0(SI), Y0
+	VMOVDQU 32(SI), Y1
+	VMOVDQU 64(SI), Y8
+	VMOVDQU 96(SI), Y9
+	VPSRLQ  $32, Y0, Y4
+	VPSRLQ  $32, Y1, Y5
+	VPADDQ  Y8, Y0, Y0
+	VPADDQ  Y9, Y1, Y1
+	VPSRLQ  $32, Y8, Y8
+	VPSRLQ  $32, Y9, Y9
+	VPADDQ  Y8, Y4, Y4
+	VPADDQ  Y9, Y5, Y5
+	SUBQ    $-128, SI
+	MOVQ    CX, DX
+	ANDQ    $-128, DX
+	SUBQ    $128, DX // the whole blocks after the first
+	JZ      vwholeRest
+	ADDQ    SI, DX
+	JMP     vloop
+
+vwholeRest:
+	TESTQ $96, CX
+	JNZ   vrest
+	VRET
+
+vwhole96:
+	// 64 or 96 bytes: the first two vectors are the accumulators' first
+	// values, and a third is added as in vrest.
+	CMPQ    CX, $64
+	JB      vwhole32
+	VMOVDQU 0(SI), Y0
+	VMOVDQU 32(SI), Y1
+	VPSRLQ  $32, Y0, Y4
+	VPSRLQ  $32, Y1, Y5
+	TESTQ   $32, CX
+	JNZ     vthree
+	VRET
+
+vwhole32:
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y4, Y4, Y4
 	VPXOR Y5, Y5, Y5
-	JMP   vloops
+	JMP   vone
 
 other:
 	// The scalar chain has no limit; the vector kernels' lane sums do.
