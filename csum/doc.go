@@ -68,11 +68,10 @@
 // # Implementations
 //
 // On amd64 (gc, without the purego build tag) Sum and CopyAndSum are
-// each one call into assembly: an ADD/ADC chain below 96 bytes on AVX2
-// CPUs without AVX-512 and below 320 with it (256 for CopyAndSum, over the
-// words it loads and stores), and from there AVX-512
-// (F) or AVX2 kernels chosen at start-up with
-// golang.org/x/sys/cpu. Every kernel sums the data from 0 and adds the
+// each one call into assembly: an ADD/ADC chain below 33 bytes (256 for
+// CopyAndSum, over the words it loads and stores), and from there AVX2
+// kernels, and AVX-512 (F) ones from 320 bytes (256 for CopyAndSum)
+// where the CPU has it, chosen at start-up with golang.org/x/sys/cpu. Every kernel sums the data from 0 and adds the
 // initial value last: Sum adds it in Go, after the call, so that a chain
 // of dependent sums waits for two instructions in registers per call, and
 // CopyAndSum's kernels add it themselves. The vector kernels add whole

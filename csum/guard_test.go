@@ -19,7 +19,7 @@ import (
 // pinned by BenchmarkSum, whose cases are named by layout.)
 func TestGuardPage(t *testing.T) {
 	// GuardLengths has every length to 256; sum's AVX2 kernel starts at
-	// 96 bytes here, so every length to 600 covers each of its tails
+	// 33 bytes here, so every length to 600 covers each of its tails
 	// (n%32) after 0 to 3 loop iterations and 0 to 3 more vectors.
 	lengths := asmtest.GuardLengths()
 	for n := 257; n <= 600; n++ {
