@@ -46,7 +46,9 @@
 // frames, seconds, mpps, ...) plus "impl":"xdpkit" and "mallocs", the heap
 // allocations of the whole process during the measured loop (0 expected):
 // for txonly from the start of the loop to the end of the drain, for the
-// receivers from the first packet to the last multiple of 1024 packets.
+// receivers from the first packet to the last multiple of 16384 packets,
+// and "mallocs_frames" says over how many packets (0: the run had fewer,
+// and mallocs was not counted).
 // The receivers add the poller's "rounds", "full_rounds" (rounds that
 // used their whole budget: the RX ring held a backlog) and "sleeps"; fwd
 // also its "wakeups" (sleeps ended by a packet, not a timeout) and

@@ -555,6 +555,7 @@ type receiver struct {
 	start       time.Time
 	cancel      context.CancelFunc
 	m0, m1      uint64 // mallocs at the first packet and at the last multiple of allocEvery
+	mFrames     uint64 // frames at m1 (0: the run had fewer than allocEvery)
 
 	// fwd
 	out       *xsk.Socket
@@ -587,7 +588,7 @@ func (r *receiver) Receive(p *rxpath.Packet) {
 		// of allocEvery: Run's set-up and shutdown are not the loop.
 		r.m0 = mallocs()
 	case r.frames%allocEvery == 0:
-		r.m1 = mallocs()
+		r.m1, r.mFrames = mallocs(), r.frames
 	}
 	if r.out != nil {
 		if len(p.Data) >= ethLen && len(p.Segments) == 1 {
@@ -787,9 +788,9 @@ func runRX(fwd bool) {
 		}
 	}
 	wall := time.Since(r.start)
-	var allocs uint64
-	if r.m1 > 0 {
-		allocs = r.m1 - r.m0
+	var allocs, allocFrames uint64 // allocFrames 0: not counted
+	if r.mFrames > 0 {
+		allocs, allocFrames = r.m1-r.m0, r.mFrames-1
 	}
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		die("poller: %v", err)
@@ -814,10 +815,10 @@ func runRX(fwd bool) {
 	var b strings.Builder
 	fmt.Fprintf(&b, `{"mode":%q,"impl":"xdpkit","frames":%d,"seconds":%.6f,"mpps":%.4f,"rx_dropped":%d,"rx_ring_full":%d,`+
 		`"fill_empty":%d,"rx_invalid_descs":%d,"wall_seconds":%.6f,"iface":%q,"queue":%d,"batch":%d,"ring":%d,`+
-		`"frame_size":%d,"kicks":%d,"mallocs":%d,"ended":%q`,
+		`"frame_size":%d,"kicks":%d,"mallocs":%d,"mallocs_frames":%d,"ended":%q`,
 		o.mode, r.frames, seconds.Seconds(), mpps(r.frames, seconds), st.RXDropped, st.RXRingFull,
 		st.RXFillRingEmptyDesc, st.RXInvalidDescs, wall.Seconds(), o.ifname, o.queue, o.batch, o.ring,
-		o.frameSize, kicks, allocs, ended)
+		o.frameSize, kicks, allocs, allocFrames, ended)
 	if ps, err := p.Stats(); err == nil {
 		// How the poller's rounds went: rounds that used their whole
 		// budget mean the RX ring held a backlog.
