@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -257,6 +258,9 @@ func runGrid(ctx context.Context, c *config) (*Grid, error) {
 		return nil, err
 	}
 	def := nt.Default()
+	if rel, err := filepath.Rel(c.repo, path); err == nil && def.Source == path && !strings.HasPrefix(rel, "..") {
+		def.Source = rel // the report names the file as the repository does, not this checkout's place
+	}
 	logf("grid: %s", def)
 	t0 := time.Now()
 	txpath.Prepare() // ChooseCopy's own cold-destination measurement
