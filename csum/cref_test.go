@@ -68,11 +68,11 @@ func TestPairedC(t *testing.T) {
 		name string
 		c    bool // a C kernel
 		// run times reps chained calls over buf (and dst), with its
-		// timing loop level deeper on the stack (see stackLevels).
+		// timing loop level frames deeper on the stack (see onStack).
 		run func(dst, buf []byte, reps, level int) float64
 	}
 	cfn := func(k int) func(dst, buf []byte, reps, level int) float64 {
-		// csumbench's loop keeps the sum in a register: see stackLevels.
+		// csumbench's loop keeps the sum in a register: see onStack.
 		return func(dst, buf []byte, reps, _ int) float64 { return cref.Time(k, dst, buf, reps) }
 	}
 	goSum := func(dst, buf []byte, reps, level int) float64 {
@@ -137,6 +137,7 @@ func TestPairedC(t *testing.T) {
 		}
 		sizes = append(sizes, n)
 	}
+	_, levels := stackPlaces()
 	var rows []PairedRow
 	for _, bench := range []string{"sum", "copy_and_sum"} {
 		fns := sumFns
@@ -152,10 +153,11 @@ func TestPairedC(t *testing.T) {
 			reps := min(max(16, (256<<10)/n), 4096)
 			// Per function, per block: ns per call. The first tenth of
 			// the rounds (r < 0) warms up.
-			// Every function of a round runs at the same stack level.
+			// Every function of a round runs at the same stack level;
+			// each level comes with every order of the functions.
 			times := make([][]float64, len(fns))
 			for r := -*pairedRounds / 10; r < *pairedRounds; r++ {
-				level := (r%stackLevels + stackLevels) % stackLevels
+				level := ((r/len(fns))%levels + levels) % levels
 				for i := range fns {
 					j := ((i+r)%len(fns) + len(fns)) % len(fns)
 					d := fns[j].run(dst, buf, reps, level) / float64(reps)
@@ -225,38 +227,51 @@ func pairedRow(bench string, n, reps int, fnNames []string, c []bool, times [][]
 	return rows
 }
 
-// Go's timing loops run at stackLevels places on the stack, stackStep
-// bytes apart (4 KiB in all), one per round in turn (onStack), because at
-// one fixed place the result of a size can hinge on the place. On the
-// development machine (Zen 3), with the buffer at mid-page, a 1499-byte
-// Sum took 19.6 ns at most places and 21 to 28 ns with the loop's frame
-// over the first kilobyte of the buffer's page offsets (in one pass over
-// the places; an earlier pass in the same process showed no more than
-// 1%). The likely cause: the loop keeps the previous sum on the stack
-// across the call (an ABI0 call saves no register), and a kernel load
-// whose address matches that slot's in the low 12 bits is made to wait
-// for the store, whose data is the previous call's result, so that the
-// calls stop overlapping. A program's own stack can be at any of these
-// places; the blocks now cover them all, and the median ratio is not the
-// luck of one. csumbench's loop (cref.Time) keeps the sum in a register,
-// and runs where it always did.
-const (
-	stackLevels = 32
-	stackStep   = 128
-)
+// Go's timing loops run at as many places on the stack as cover 4 KiB,
+// one frame of onStack apart (128 bytes in the default build), one per
+// round in turn, because at one fixed place the result of a size can
+// hinge on the place. On the development machine (Zen 3), with the buffer
+// at mid-page, a 1499-byte Sum took 19.6 ns at most places and 21 to 28
+// ns with the loop's frame over the first kilobyte of the buffer's page
+// offsets (in one pass over the places; an earlier pass in the same
+// process showed no more than 1%). The likely cause: the loop keeps the
+// previous sum on the stack across the call (a Go call keeps no general
+// register), and a kernel load whose address matches that slot's in the
+// low 12 bits is made to wait for the store, whose data is the previous
+// call's result, so that the calls stop overlapping. A program's own
+// stack can be at any of these places; the blocks now cover them all, and
+// the median ratio is not the luck of one (the p10-p90 spread still shows
+// a slow place). csumbench's loop (cref.Time) keeps the sum in a
+// register, and runs where it always did.
 
-// onStack calls f level frames of stackStep bytes below its own.
+// onStack calls f level frames of its own below the caller's.
 //
 //go:noinline
 func onStack(level int, f func() float64) float64 {
-	var pad [stackStep - 32]byte // with the frame's other words: stackStep bytes (TestOnStack)
+	var pad [96]byte // with the frame's other words: 128 bytes (TestOnStack logs it)
 	if level == 0 {
 		return f()
 	}
 	r := onStack(level-1, f)
+	// Writes after the call, so that the frame and its pad stay.
 	pad[level%len(pad)] = byte(level)
 	stackSink += pad[(level+1)%len(pad)]
 	return r
+}
+
+// stackPlaces returns the bytes between two levels of onStack and how
+// many levels cover 4 KiB. It grows the stack first: growing moves it.
+func stackPlaces() (step uintptr, levels int) {
+	onStack(256, func() float64 { return 0 })
+	var sp [2]uintptr
+	for l := range sp {
+		onStack(l, func() float64 {
+			sp[l] = spOf()
+			return 0
+		})
+	}
+	step = sp[0] - sp[1]
+	return step, int((4096 + step - 1) / step)
 }
 
 var stackSink byte
@@ -288,21 +303,25 @@ func median(x []float64) float64 {
 	return s[len(s)/2]
 }
 
-// TestOnStack checks that onStack's levels are stackStep bytes apart, so
-// that TestPairedC's rounds cover 4 KiB of stack places evenly.
+// TestOnStack checks that the levels of onStack that TestPairedC uses are
+// evenly spaced and cover 4 KiB of stack places, no more than needed.
 func TestOnStack(t *testing.T) {
-	var sp [stackLevels]uintptr
-	onStack(2*stackLevels, func() float64 { return 0 }) // grow the stack first: growing moves it
+	step, levels := stackPlaces()
+	t.Logf("onStack: %d levels, %d bytes apart", levels, step)
+	sp := make([]uintptr, levels)
 	for l := range sp {
 		onStack(l, func() float64 {
 			sp[l] = spOf()
 			return 0
 		})
 	}
-	for l := 1; l < stackLevels; l++ {
-		if d := sp[l-1] - sp[l]; d != stackStep {
-			t.Fatalf("level %d is %d bytes below level %d, want %d (stack places: %x)", l, d, l-1, stackStep, sp)
+	for l := 1; l < levels; l++ {
+		if d := sp[l-1] - sp[l]; d != step {
+			t.Fatalf("level %d is %d bytes below level %d, want %d (stack places: %x)", l, d, l-1, step, sp)
 		}
+	}
+	if span := uintptr(levels) * step; span < 4096 || span-step >= 4096 {
+		t.Fatalf("%d levels of %d bytes span %d bytes: want the fewest that cover 4096", levels, step, span)
 	}
 }
 

@@ -20,9 +20,11 @@ var maxChunk = 1 << 30
 // sum it on its own (initial 0) and add it with Combine.
 func Sum(b []byte, initial uint32) uint32 {
 	// Small enough to be inlined: the caller calls the assembly entry
-	// directly (see sum_amd64.s), and the initial value, added here,
-	// stays in a register (Add, written so that Sum fits the inlining
-	// budget).
+	// directly (see sum_amd64.s), and adds the initial value here, after
+	// the call (Add, written so that Sum fits the inlining budget): a
+	// chain of dependent sums waits for this add and the caller's own
+	// save of the value across the call, not for the assembly's argument
+	// and result slots.
 	x := uint64(sum(b)) + uint64(initial)
 	return uint32(x) + uint32(x>>32)
 }

@@ -69,9 +69,10 @@
 //
 // On amd64 (gc, without the purego build tag) Sum and CopyAndSum are
 // each one call into assembly: an ADD/ADC chain below 33 bytes (256 for
-// CopyAndSum, over the words it loads and stores), and from there AVX2
-// kernels, and AVX-512 (F) ones from 320 bytes (256 for CopyAndSum)
-// where the CPU has it, chosen at start-up with golang.org/x/sys/cpu. Every kernel sums the data from 0 and adds the
+// CopyAndSum, over the words it loads and stores), and AVX2 kernels from
+// there. Where the CPU has AVX-512 (F), its kernels take over from 320
+// bytes (256 for CopyAndSum). The kernels are chosen at start-up with
+// golang.org/x/sys/cpu. Every kernel sums the data from 0 and adds the
 // initial value last: Sum adds it in Go, after the call, so that a chain
 // of dependent sums waits for two instructions in registers per call, and
 // CopyAndSum's kernels add it themselves. The vector kernels add whole

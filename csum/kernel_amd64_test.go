@@ -99,3 +99,35 @@ func TestSumSlow(t *testing.T) {
 		}
 	}
 }
+
+// TestDispatchAVX512 checks where sum sends each length on a CPU with
+// AVX-512 and the default thresholds: the adc code below vectorMin, the
+// AVX2 kernel inline up to avx512Min-1, sumAVX512 from there. It runs on
+// any AVX2 CPU: with useAVX512 set, no length below avx512Min reaches an
+// AVX-512 instruction, and every one of them must give the reference sum.
+func TestDispatchAVX512(t *testing.T) {
+	if !cpu.X86.HasAVX2 {
+		t.Skip("no AVX2: the AVX2 kernel cannot run") // TestImplsPresent says what the CPU has
+	}
+	defer func(a, a5 bool) {
+		useAVX2, useAVX512 = a, a5
+		setDispatch()
+	}(useAVX2, useAVX512)
+	useAVX2, useAVX512 = true, true
+	setDispatch()
+	if scalarMax != vectorMin || avx2Max != avx512Min-1 {
+		t.Fatalf("with AVX-512: scalarMax %d, avx2Max %d; want %d (vectorMin) and %d (avx512Min-1)",
+			scalarMax, avx2Max, vectorMin, avx512Min-1)
+	}
+	r := rand.New(rand.NewPCG(19, 20))
+	buf := randBytes(r, avx512Min+8)
+	for n := 0; n < avx512Min; n++ {
+		for off := 0; off < 8; off++ {
+			b := buf[off : off+n]
+			init := r.Uint32()
+			if got, want := Fold(Sum(b, init)), refSum(b, Fold(init)); got != want {
+				t.Fatalf("len %d, off %d: %#04x, want %#04x", n, off, got, want)
+			}
+		}
+	}
+}

@@ -20,16 +20,17 @@ var (
 // chain beats the vector kernels, whose set-up and reduction cost more
 // than they save there; copyVectorMin is the same for CopyAndSum. On an
 // AVX2 CPU without AVX-512 (AMD EPYC Zen 3) sum's inline AVX2 kernel is
-// ahead of the adc chain from 33 bytes on (at 32 the adc code has a path
-// without a loop; at 40 to 94 bytes the AVX2 kernel took 4.1-4.5 ns and
-// the adc code 4.8-5.9 in the host's fast mode, and alike when slow):
+// ahead of the adc chain, or even with it, from 33 bytes on (at 32 the adc
+// code has a path without a loop; at 40 to 94 bytes the AVX2 kernel took
+// 4.1-4.5 ns and the adc code 4.8-5.9 in the host's fast mode, and alike
+// when slow):
 //
 //	go test -tags csumcgo -c -o /tmp/csum-cref.test ./csum/
 //	taskset -c 1 /tmp/csum-cref.test -test.run TestPairedC -test.v -paired.impls \
 //		-paired.sizes 32,33,34,36,38,40,48,56,64,72,80,88,94
 //
 // (rows Sum-adc and Sum-avx2). With AVX-512 the AVX2 kernel takes the
-// same lengths up to avx512Min; avx512Min and avx512CopyMin are not
+// same lengths below avx512Min; avx512Min and avx512CopyMin are not
 // measured: the development machine has no AVX-512. Decided from the
 // CPU's features, not by timing at start-up. Variables so that the tests
 // can drive every kernel with every length.

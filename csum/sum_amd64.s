@@ -473,6 +473,8 @@ vwhole96:
 	VRET
 
 vwhole32:
+	// Only the tests' avx2 kernel set (scalarMax 32) comes here: by
+	// default 32 bytes take the scalar code.
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y4, Y4, Y4
