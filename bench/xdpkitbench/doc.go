@@ -53,7 +53,9 @@
 // used their whole budget: the RX ring held a backlog) and "sleeps"; fwd
 // also its "wakeups" (sleeps ended by a packet, not a timeout) and
 // "syscalls" (see rxpath.Stats), and both "ended": what ended the run
-// ("signal", "count" or "duration").
+// ("signal", "count" or "duration"). "tx_budget" (txonly, fwd) is the
+// XDP_MAX_TX_SKB_BUDGET the kernel took for --tx-budget (0: none), and
+// fwd's "no_tx_budget" is true when the kernel lacks it.
 // Once set up it prints "xdpkitbench: ready" on stderr. SIGINT or SIGTERM
 // end the run early, with a result.
 //

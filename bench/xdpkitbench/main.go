@@ -162,7 +162,7 @@ func parseArgs(args []string) {
 	boolean(&o.zc, "z", "zero-copy", "bind with XDP_ZEROCOPY instead of XDP_COPY")
 	boolean(&o.noWakeup, "", "no-wakeup", "bind without XDP_USE_NEED_WAKEUP")
 	boolean(&o.l3, "", "l3", "fwd: route: parse, decrement the TTL (checksum updated), drop what must not be routed, then rewrite the MACs")
-	num(&o.txBudget, "", "tx-budget", 0, "set XDP_MAX_TX_SKB_BUDGET (Linux 6.17)")
+	num(&o.txBudget, "", "tx-budget", 0, "txonly, fwd: set XDP_MAX_TX_SKB_BUDGET on the TX socket (Linux 6.17; the JSON's tx_budget is what the kernel took, 0 if none)")
 	str(&o.tx, "", "tx", "sender", "txonly: sender (txpath.Sender) | ring (xsk's TX ring kept full)")
 	fs.Var(macFlag{&o.srcMAC}, "src-mac", "txonly: source MAC (the interface's)")
 	fs.Var(macFlag{&o.dstMAC}, "dst-mac", "txonly, fwd: destination MAC (required)")
@@ -221,6 +221,8 @@ func parseArgs(args []string) {
 		die("--tx %q: want sender or ring", o.tx)
 	case o.l3 && o.mode != "fwd":
 		die("--l3 is only for fwd")
+	case o.txBudget != 0 && o.mode == "rxdrop":
+		die("--tx-budget is for txonly and fwd (rxdrop has no TX ring)")
 	case o.fillFrames != 0 && o.mode != "fwd":
 		die("--fill-frames is only for fwd")
 	case o.fillFrames < 0 || o.fillFrames > min(o.ring, o.frames):
@@ -458,7 +460,7 @@ func runTX() {
 		`"iface":%q,"queue":%d,"size":%d,"batch":%d,"ring":%d,"frame_size":%d,"submitted":%d,`+
 		`"kicks":%d,"kicks_again":%d,"tx_budget":%d,"tx_invalid_descs":%d,"tx_ring_empty_descs":%d,"mallocs":%d,"strategy":"sender"}`+"\n",
 		st.Completed, d.Seconds(), r, r*float64(o.size)*8/1e3, o.ifname, o.queue, o.size, o.batch, o.ring,
-		o.frameSize, submitted, st.Kicks, st.KicksAgain, o.txBudget, xs.TXInvalidDescs, xs.TXRingEmptyDescs, allocs)
+		o.frameSize, submitted, st.Kicks, st.KicksAgain, sock.Features().TXBudget, xs.TXInvalidDescs, xs.TXRingEmptyDescs, allocs)
 	if err := s.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "xdpkitbench: sender close: %v\n", err)
 	}
@@ -541,7 +543,7 @@ func runTXRing(sock *xsk.Socket) {
 		`"iface":%q,"queue":%d,"size":%d,"batch":%d,"ring":%d,"frame_size":%d,"submitted":%d,`+
 		`"kicks":%d,"tx_budget":%d,"tx_invalid_descs":%d,"tx_ring_empty_descs":%d,"mallocs":%d,"strategy":"ring"}`+"\n",
 		completed, d.Seconds(), r, r*float64(o.size)*8/1e3, o.ifname, o.queue, o.size, o.batch, o.ring,
-		o.frameSize, submitted, c.KicksTX, o.txBudget, xs.TXInvalidDescs, xs.TXRingEmptyDescs, allocs)
+		o.frameSize, submitted, c.KicksTX, sock.Features().TXBudget, xs.TXInvalidDescs, xs.TXRingEmptyDescs, allocs)
 	if err := sock.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "xdpkitbench: socket close: %v\n", err)
 	}
@@ -830,8 +832,8 @@ func runRX(fwd bool) {
 		if fill == 0 {
 			fill = min(o.ring, o.frames) // rxpath's default for one socket on the UMEM
 		}
-		fmt.Fprintf(&b, `,"out_iface":%q,"tx_completed":%d,"tx_full":%d,"l3":%v,"not_routed":%d,"syscalls":%d,"wakeups":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d,"fill_frames":%d`,
-			o.outIfname, r.completed, r.txFull, o.l3, r.notRouted, ps.Syscalls, ps.Wakeups, ps.Naps, ps.NapsEmpty, ps.NapTime.Nanoseconds(), fill)
+		fmt.Fprintf(&b, `,"out_iface":%q,"tx_budget":%d,"no_tx_budget":%v,"tx_completed":%d,"tx_full":%d,"l3":%v,"not_routed":%d,"syscalls":%d,"wakeups":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d,"fill_frames":%d`,
+			o.outIfname, r.out.Features().TXBudget, r.out.Features().NoTXBudget, r.completed, r.txFull, o.l3, r.notRouted, ps.Syscalls, ps.Wakeups, ps.Naps, ps.NapsEmpty, ps.NapTime.Nanoseconds(), fill)
 	} else {
 		ps, _ := p.Stats() // rounds, full_rounds and sleeps are above
 		fmt.Fprintf(&b, `,"spins":%d,"preempted":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d,"nap_cost_ns":%d,"wakeups":%d,"syscalls":%d,"sleep_cost_ns":%d,"expected_gap_ns":%d`,

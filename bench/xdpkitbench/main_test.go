@@ -70,6 +70,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"-m", "rxdrop", "-i", "lo", "-b", "4096"}, "larger than the rings"},
 		{[]string{"-m", "fwd", "-i", "lo", "--dst-mac", "02:00:00:00:00:01"}, "needs -o"},
 		{[]string{"-m", "rxdrop", "-i", "lo", "--fill-frames", "512"}, "only for fwd"},
+		{[]string{"-m", "rxdrop", "-i", "lo", "--tx-budget", "64"}, "rxdrop has no TX ring"},
 		{[]string{"-m", "fwd", "-i", "lo", "-o", "lo", "--dst-mac", "02:00:00:00:00:01", "--fill-frames", "4096"}, "--fill-frames 4096"},
 		{[]string{"-m", "rxdrop", "-i", "xk-no-such-if"}, "xk-no-such-if"},
 		{[]string{"--mode", "rxdrop", "--iface", "lo", "--duration", "0"}, "-d"},
@@ -262,6 +263,10 @@ func TestModes(t *testing.T) {
 		fr := num(f, "frames")
 		if fr == 0 || num(f, "tx_completed") != fr || num(f, "tx_full") != 0 {
 			t.Errorf("fwd: %v, want frames > 0, all completed", f)
+		}
+		// The kernel took the budget, or said it has none (before 6.17).
+		if b := num(f, "tx_budget"); b != 256 && f["no_tx_budget"] != true {
+			t.Errorf("fwd: tx_budget %v, no_tx_budget %v: want the 256 of --tx-budget, or a kernel without it", b, f["no_tx_budget"])
 		}
 		if got := num(s, "frames"); got < fr*9/10 || got > fr+100 {
 			t.Errorf("sink saw %v frames, the forwarder sent %v", got, fr)
