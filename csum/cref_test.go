@@ -153,8 +153,9 @@ func TestPairedC(t *testing.T) {
 			reps := min(max(16, (256<<10)/n), 4096)
 			// Per function, per block: ns per call. The first tenth of
 			// the rounds (r < 0) warms up.
-			// Every function of a round runs at the same stack level;
-			// each level comes with every order of the functions.
+			// Every function of a round runs at the same stack level,
+			// which stays for len(fns) rounds: one per rotation of the
+			// order (every function in every position).
 			times := make([][]float64, len(fns))
 			for r := -*pairedRounds / 10; r < *pairedRounds; r++ {
 				level := ((r/len(fns))%levels + levels) % levels
@@ -228,8 +229,8 @@ func pairedRow(bench string, n, reps int, fnNames []string, c []bool, times [][]
 }
 
 // Go's timing loops run at as many places on the stack as cover 4 KiB,
-// one frame of onStack apart (128 bytes in the default build), one per
-// round in turn, because at one fixed place the result of a size can
+// one frame of onStack apart (128 bytes in the default build), each for
+// one rotation of the functions' order in turn, because at one fixed place the result of a size can
 // hinge on the place. On the development machine (Zen 3), with the buffer
 // at mid-page, a 1499-byte Sum took 19.6 ns at most places and 21 to 28
 // ns with the loop's frame over the first kilobyte of the buffer's page
@@ -304,7 +305,7 @@ func median(x []float64) float64 {
 }
 
 // TestOnStack checks that the levels of onStack that TestPairedC uses are
-// evenly spaced and cover 4 KiB of stack places, no more than needed.
+// evenly spaced and cover 4 KiB of stack places.
 func TestOnStack(t *testing.T) {
 	step, levels := stackPlaces()
 	t.Logf("onStack: %d levels, %d bytes apart", levels, step)

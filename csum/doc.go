@@ -74,8 +74,9 @@
 // bytes (256 for CopyAndSum). The kernels are chosen at start-up with
 // golang.org/x/sys/cpu. Every kernel sums the data from 0 and adds the
 // initial value last: Sum adds it in Go, after the call, so that a chain
-// of dependent sums waits for two instructions in registers per call, and
-// CopyAndSum's kernels add it themselves. The vector kernels add whole
+// of dependent sums waits for that add and the caller's own save of the
+// value across the call, not for the assembly's argument and result
+// slots, and CopyAndSum's kernels add it themselves. The vector kernels add whole
 // 64-bit lanes to a
 // wrapping accumulator and their high halves to a second one, three
 // instructions per vector and no carry handling in the loop (see

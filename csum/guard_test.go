@@ -20,8 +20,8 @@ import (
 func TestGuardPage(t *testing.T) {
 	// GuardLengths has every length to 256; sum's AVX2 kernel starts at
 	// 32 bytes in the avx2 kernel set (33 by default), so every length to
-	// 600 covers each of its tails (n%32) after 0 to 4 loop iterations
-	// and 0 to 3 more vectors.
+	// 600 covers each of its tails (n%32) after 0 to 3 loop iterations
+	// and 0 to 3 more vectors (and some after 4 iterations).
 	lengths := asmtest.GuardLengths()
 	for n := 257; n <= 600; n++ {
 		lengths = append(lengths, n)

@@ -100,11 +100,12 @@ func TestSumSlow(t *testing.T) {
 	}
 }
 
-// TestDispatchAVX512 checks where sum sends each length on a CPU with
-// AVX-512 and the default thresholds: the adc code below vectorMin, the
-// AVX2 kernel inline up to avx512Min-1, sumAVX512 from there. It runs on
-// any AVX2 CPU: with useAVX512 set, no length below avx512Min reaches an
-// AVX-512 instruction, and every one of them must give the reference sum.
+// TestDispatchAVX512 checks the thresholds that setDispatch computes for
+// a CPU with AVX-512 and the default settings (the adc code below
+// vectorMin, the AVX2 kernel inline up to avx512Min-1, sumAVX512 from
+// there), and every length's sum below avx512Min. It runs on any AVX2
+// CPU: with useAVX512 set, no length below avx512Min reaches an AVX-512
+// instruction.
 func TestDispatchAVX512(t *testing.T) {
 	if !cpu.X86.HasAVX2 {
 		t.Skip("no AVX2: the AVX2 kernel cannot run") // TestImplsPresent says what the CPU has

@@ -304,8 +304,9 @@ c2reduce: \
 // func sum(b []byte) uint32
 //
 // sum is Sum without the initial value, which Sum (inlined into its
-// caller) adds in Go: the chain of dependent sums then waits for one add
-// in registers, not for a store and a load of the argument and result.
+// caller) adds in Go: the chain of dependent sums then waits for that add
+// and the caller's own save of the value across the call, not for the
+// argument and result slots here.
 // It returns toBE of the data's sum. Three ranges, each decided by one
 // comparison with a variable that setDispatch (sum_amd64.go) computes
 // from the feature flags:

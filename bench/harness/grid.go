@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -258,7 +257,7 @@ func runGrid(ctx context.Context, c *config) (*Grid, error) {
 		return nil, err
 	}
 	def := nt.Default()
-	if rel, err := filepath.Rel(c.repo, path); err == nil && def.Source == path && !strings.HasPrefix(rel, "..") {
+	if rel, err := filepath.Rel(c.repo, path); err == nil && def.Source == path && filepath.IsLocal(rel) {
 		def.Source = rel // the report names the file as the repository does, not this checkout's place
 	}
 	logf("grid: %s", def)

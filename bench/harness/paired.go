@@ -124,7 +124,7 @@ func writePaired(b *strings.Builder, rows []PairedResult) {
 		fmt.Fprintf(b, "\n### %s (paired): at least 1.00x at %d of %d sizes\n\n", name, met, n)
 		b.WriteString("Go and csumbench.c's kernels (through cgo, -O3 -march=native) in one process, in alternating " +
 			"blocks of the same number of chained calls (csum's TestPairedC, build tag csumcgo); Go's timing loop runs at places on the " +
-			"stack that cover 4 KiB, one per round in turn, because at one fixed place a size was seen to run slower, probably as its " +
+			"stack that cover 4 KiB, each for one rotation of the order in turn, because at one fixed place a size was seen to run slower, probably as its " +
 			"saved sum aliased the buffer (see onStack in csum/cref_test.go). " +
 			"ratio = best C ns / Go ns per block, against the faster C kernel of each block (above 1: Go is faster); " +
 			"median over the blocks, with the 10th-90th percentiles as its spread. " +

@@ -55,7 +55,7 @@
 // "syscalls" (see rxpath.Stats), and both "ended": what ended the run
 // ("signal", "count" or "duration"). "tx_budget" (txonly, fwd) is the
 // XDP_MAX_TX_SKB_BUDGET the kernel took for --tx-budget (0: none), and
-// fwd's "no_tx_budget" is true when the kernel lacks it.
+// "no_tx_budget" is true when one was asked and the kernel lacks it.
 // Once set up it prints "xdpkitbench: ready" on stderr. SIGINT or SIGTERM
 // end the run early, with a result.
 //

@@ -458,9 +458,9 @@ func runTX() {
 	r := mpps(st.Completed, d)
 	fmt.Printf(`{"mode":"txonly","impl":"xdpkit","frames":%d,"seconds":%.6f,"mpps":%.4f,"gbps":%.4f,`+
 		`"iface":%q,"queue":%d,"size":%d,"batch":%d,"ring":%d,"frame_size":%d,"submitted":%d,`+
-		`"kicks":%d,"kicks_again":%d,"tx_budget":%d,"tx_invalid_descs":%d,"tx_ring_empty_descs":%d,"mallocs":%d,"strategy":"sender"}`+"\n",
+		`"kicks":%d,"kicks_again":%d,"tx_budget":%d,"no_tx_budget":%v,"tx_invalid_descs":%d,"tx_ring_empty_descs":%d,"mallocs":%d,"strategy":"sender"}`+"\n",
 		st.Completed, d.Seconds(), r, r*float64(o.size)*8/1e3, o.ifname, o.queue, o.size, o.batch, o.ring,
-		o.frameSize, submitted, st.Kicks, st.KicksAgain, sock.Features().TXBudget, xs.TXInvalidDescs, xs.TXRingEmptyDescs, allocs)
+		o.frameSize, submitted, st.Kicks, st.KicksAgain, sock.Features().TXBudget, sock.Features().NoTXBudget, xs.TXInvalidDescs, xs.TXRingEmptyDescs, allocs)
 	if err := s.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "xdpkitbench: sender close: %v\n", err)
 	}
@@ -541,9 +541,9 @@ func runTXRing(sock *xsk.Socket) {
 	r := mpps(completed, d)
 	fmt.Printf(`{"mode":"txonly","impl":"xdpkit","frames":%d,"seconds":%.6f,"mpps":%.4f,"gbps":%.4f,`+
 		`"iface":%q,"queue":%d,"size":%d,"batch":%d,"ring":%d,"frame_size":%d,"submitted":%d,`+
-		`"kicks":%d,"tx_budget":%d,"tx_invalid_descs":%d,"tx_ring_empty_descs":%d,"mallocs":%d,"strategy":"ring"}`+"\n",
+		`"kicks":%d,"tx_budget":%d,"no_tx_budget":%v,"tx_invalid_descs":%d,"tx_ring_empty_descs":%d,"mallocs":%d,"strategy":"ring"}`+"\n",
 		completed, d.Seconds(), r, r*float64(o.size)*8/1e3, o.ifname, o.queue, o.size, o.batch, o.ring,
-		o.frameSize, submitted, c.KicksTX, sock.Features().TXBudget, xs.TXInvalidDescs, xs.TXRingEmptyDescs, allocs)
+		o.frameSize, submitted, c.KicksTX, sock.Features().TXBudget, sock.Features().NoTXBudget, xs.TXInvalidDescs, xs.TXRingEmptyDescs, allocs)
 	if err := sock.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "xdpkitbench: socket close: %v\n", err)
 	}
