@@ -213,6 +213,16 @@ copyDone:
 	VEXTRACTI64X4 $1, zh, y1 \
 	VPADDQ        y1, yh, yh
 
+// ACC2(ya, yb) adds the vectors in ya and yb to A (Y0, Y1) and their
+// high halves to H (Y4, Y5). Clobbers ya, yb.
+#define ACC2(ya, yb) \
+	VPADDQ ya, Y0, Y0 \
+	VPADDQ yb, Y1, Y1 \
+	VPSRLQ $32, ya, ya \
+	VPSRLQ $32, yb, yb \
+	VPADDQ ya, Y4, Y4 \
+	VPADDQ yb, Y5, Y5
+
 // COPYSUMAVX2 sums the CX >= 32 bytes at SI with 256-bit vectors and
 // stores what it loads to DI: 128 bytes per iteration into two pairs of
 // accumulators (A in Y0-Y1, H in Y4-Y5), then up to three more vectors
@@ -372,18 +382,8 @@ vloop:
 	VMOVDQU 32(SI), Y9
 	VMOVDQU 64(SI), Y10
 	VMOVDQU 96(SI), Y11
-	VPADDQ  Y8, Y0, Y0
-	VPADDQ  Y9, Y1, Y1
-	VPSRLQ  $32, Y8, Y8
-	VPSRLQ  $32, Y9, Y9
-	VPADDQ  Y8, Y4, Y4
-	VPADDQ  Y9, Y5, Y5
-	VPADDQ  Y10, Y0, Y0
-	VPADDQ  Y11, Y1, Y1
-	VPSRLQ  $32, Y10, Y10
-	VPSRLQ  $32, Y11, Y11
-	VPADDQ  Y10, Y4, Y4
-	VPADDQ  Y11, Y5, Y5
+	ACC2(Y8, Y9)
+	ACC2(Y10, Y11)
 	SUBQ    $-128, SI
 	CMPQ    SI, DX
 	JNE     vloop
@@ -399,12 +399,7 @@ vrest:
 	JZ      vone
 	VMOVDQU 0(SI), Y8
 	VMOVDQU 32(SI), Y9
-	VPADDQ  Y8, Y0, Y0
-	VPADDQ  Y9, Y1, Y1
-	VPSRLQ  $32, Y8, Y8
-	VPSRLQ  $32, Y9, Y9
-	VPADDQ  Y8, Y4, Y4
-	VPADDQ  Y9, Y5, Y5
+	ACC2(Y8, Y9)
 	TESTQ   $32, CX
 	JNZ     vthree
 	VRET
@@ -441,12 +436,7 @@ vwhole:
 	VMOVDQU 96(SI), Y9
 	VPSRLQ  $32, Y0, Y4
 	VPSRLQ  $32, Y1, Y5
-	VPADDQ  Y8, Y0, Y0
-	VPADDQ  Y9, Y1, Y1
-	VPSRLQ  $32, Y8, Y8
-	VPSRLQ  $32, Y9, Y9
-	VPADDQ  Y8, Y4, Y4
-	VPADDQ  Y9, Y5, Y5
+	ACC2(Y8, Y9)
 	SUBQ    $-128, SI
 	MOVQ    CX, DX
 	ANDQ    $-128, DX
