@@ -264,15 +264,22 @@ func onStack(level int, f func() float64) float64 {
 // many levels cover 4 KiB. It grows the stack first: growing moves it.
 func stackPlaces() (step uintptr, levels int) {
 	onStack(256, func() float64 { return 0 })
-	var sp [2]uintptr
+	sp := placesOf(2)
+	step = sp[0] - sp[1]
+	return step, int((4096 + step - 1) / step)
+}
+
+// placesOf returns the address of a local of a function that onStack
+// calls at each level 0..n-1.
+func placesOf(n int) []uintptr {
+	sp := make([]uintptr, n)
 	for l := range sp {
 		onStack(l, func() float64 {
 			sp[l] = spOf()
 			return 0
 		})
 	}
-	step = sp[0] - sp[1]
-	return step, int((4096 + step - 1) / step)
+	return sp
 }
 
 var stackSink byte
@@ -309,13 +316,7 @@ func median(x []float64) float64 {
 func TestOnStack(t *testing.T) {
 	step, levels := stackPlaces()
 	t.Logf("onStack: %d levels, %d bytes apart", levels, step)
-	sp := make([]uintptr, levels)
-	for l := range sp {
-		onStack(l, func() float64 {
-			sp[l] = spOf()
-			return 0
-		})
-	}
+	sp := placesOf(levels)
 	for l := 1; l < levels; l++ {
 		if d := sp[l-1] - sp[l]; d != step {
 			t.Fatalf("level %d is %d bytes below level %d, want %d (stack places: %x)", l, d, l-1, step, sp)

@@ -64,11 +64,6 @@ func (pl *pool) give(addr uint64) {
 	pl.lent[i>>6] |= 1 << (i & 63)
 }
 
-// closedErr is the error that ends Run when s was closed under it.
-func (s *sock) closedErr() error {
-	return fmt.Errorf("rxpath: socket %s queue %d: %w", s.s.Ifname(), s.s.Queue(), os.ErrClosed)
-}
-
 // sock is the poller's state for one socket.
 type sock struct {
 	s    *xsk.Socket
@@ -98,6 +93,11 @@ type sock struct {
 
 	c   sockCounters // written by Run only
 	pub sockMirror   // c, as of the last publish
+}
+
+// closedErr is the error that ends Run when s was closed under it.
+func (s *sock) closedErr() error {
+	return fmt.Errorf("rxpath: socket %s queue %d: %w", s.s.Ifname(), s.s.Queue(), os.ErrClosed)
 }
 
 // Poller receives from a set of AF_XDP sockets; see the package

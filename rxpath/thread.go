@@ -91,10 +91,8 @@ func (p *Poller) threadSleep(now time.Duration) (woke, quiet bool, err error) {
 		p.pfds = append(p.pfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 	}
 	p.threadYieldNow(now)
-	p.busy = 0
-	p.c.sleeps++
 	p.c.syscalls++
-	p.publish()
+	p.asleep()
 	n, e := rawPpoll(p.pfds, threadWait)
 	switch {
 	case p.stop.Load(), e == unix.EINTR, e == 0 && n == 0:

@@ -78,12 +78,10 @@ const disarmAfter = 32
 // sleep waits until a socket has descriptors, the Run context ends or
 // the timeout passes. woke reports a wake-up by a socket; quiet, a sleep
 // that ended on the timeout with no wake-up since the deadline was set
-// (a deadline set by an earlier sleep may end this one sooner). The epoll
-// file's deadline is set only when the one in place has passed or lies
-// beyond timeout: most sleeps make no timer call.
-//
-// The sockets are put back into the epoll set for a sleep if a nap or a
-// busy stretch took them out (see disarmAfter).
+// (a deadline set by an earlier sleep may end this one sooner). A
+// Config.Thread poller sleeps in ppoll (threadSleep) while packets flow,
+// for at most threadWait, and reports such a timeout as neither; other
+// sleeps go through the runtime's poller (runtimeSleep).
 func (p *Poller) sleep(timeout time.Duration) (woke, quiet bool, err error) {
 	if p.cfg.Thread && !p.threadIdle && timeout > threadWait {
 		// While packets flow (one came within threadWait), ppoll; a
@@ -101,7 +99,11 @@ func (p *Poller) sleep(timeout time.Duration) (woke, quiet bool, err error) {
 	return woke, quiet, err
 }
 
-// runtimeSleep is sleep through the runtime's poller.
+// runtimeSleep is sleep through the runtime's poller. The epoll file's
+// deadline is set only when the one in place has passed or lies beyond
+// timeout: most sleeps make no timer call. The sockets are put back into
+// the epoll set for it if a nap or a busy stretch took them out (see
+// disarmAfter).
 func (p *Poller) runtimeSleep(timeout time.Duration) (woke, quiet bool, err error) {
 	now := time.Now()
 	if p.deadline.Before(now) || p.deadline.Sub(now) > timeout {
@@ -117,9 +119,7 @@ func (p *Poller) runtimeSleep(timeout time.Duration) (woke, quiet bool, err erro
 	if err := p.arm(true); err != nil {
 		return false, false, err
 	}
-	p.busy = 0
-	p.c.sleeps++
-	p.publish()
+	p.asleep()
 	err = p.rc.Read(p.ready)
 	switch {
 	case p.stop.Load():
@@ -131,6 +131,14 @@ func (p *Poller) runtimeSleep(timeout time.Duration) (woke, quiet bool, err erro
 		return false, p.c.wakeups == p.deadlineWakeups, nil
 	}
 	return false, false, fmt.Errorf("rxpath: wait: %w", err)
+}
+
+// asleep counts a sleep that is about to begin and publishes the
+// counters, so that Stats read during the sleep are current.
+func (p *Poller) asleep() {
+	p.busy = 0
+	p.c.sleeps++
+	p.publish()
 }
 
 // arm puts the sockets into the epoll set (on) or takes them out of it.
