@@ -25,6 +25,42 @@ func pt(size int, copyNs, ntNs, copySum, ntSum, fused float64) TablePoint {
 	return p
 }
 
+// TestChooseIncumbent checks which method a near tie goes to: into a cold
+// destination from 256 B the NT methods, else the plain or fused copy;
+// and that a clear win still decides.
+func TestChooseIncumbent(t *testing.T) {
+	point := func(size int, cold bool, copyNs, ntNs, copySum, ntSum, fused float64) TablePoint {
+		p := TablePoint{Size: size, Cold: cold}
+		p.Ns[MethodCopy], p.Ns[MethodNT], p.Ns[MethodCopySum], p.Ns[MethodNTSum], p.Ns[MethodFused] = copyNs, ntNs, copySum, ntSum, fused
+		var times [5][]float64
+		for m, ns := range p.Ns {
+			times[m] = []float64{ns, ns * 1.2, ns * 0.95}
+		}
+		p.choose(&times)
+		return p
+	}
+	for _, tc := range []struct {
+		name          string
+		p             TablePoint
+		offload, soft Method
+	}{
+		// NT 1% slower, NT+sum 0.5% slower: ties.
+		{"cold 256 B tie", point(256, true, 50, 50.5, 60.2, 60.6, 60.3), MethodNT, MethodNTSum},
+		{"hot 256 B tie", point(256, false, 50, 50.5, 60.2, 60.6, 60.3), MethodCopy, MethodFused},
+		{"cold 1500 B tie", point(1500, true, 100, 101, 130, 131, 130.5), MethodNT, MethodNTSum},
+		// Clear wins decide at either temperature.
+		{"cold 256 B, copy 10% faster", point(256, true, 50, 55, 60, 66, 70), MethodCopy, MethodCopySum},
+		{"cold 256 B, fused 10% faster", point(256, true, 50, 55, 60, 66, 54), MethodCopy, MethodFused},
+		{"hot 256 B, NT 10% faster", point(256, false, 55, 50, 66, 60, 70), MethodNT, MethodNTSum},
+		// Below 256 B nt.Copy is the ordinary copy: never NT.
+		{"cold 64 B, NT 10% faster", point(64, true, 55, 50, 66, 60, 70), MethodCopy, MethodCopySum},
+	} {
+		if tc.p.Offload != tc.offload || tc.p.Soft != tc.soft {
+			t.Errorf("%s: offload %s, software %s; want %s, %s", tc.name, tc.p.Offload, tc.p.Soft, tc.offload, tc.soft)
+		}
+	}
+}
+
 func TestTable(t *testing.T) {
 	// NT loses at 64 B, wins from 256 B; fused beats NT+sum up to 1500 B.
 	pts := []TablePoint{
@@ -94,6 +130,40 @@ func TestFastestPaired(t *testing.T) {
 	times[MethodFused] = []float64{9, 18, 9, 9, 9} // 10% faster
 	if got := fastest(&times, MethodCopy, MethodNT, MethodFused); got != MethodFused {
 		t.Errorf("fastest = %s, want fused", got)
+	}
+}
+
+// TestFastestConfidence: a challenger ahead at the median of the paired
+// ratios but behind in many rounds does not replace the incumbent; one
+// ahead in nearly every round does.
+func TestFastestConfidence(t *testing.T) {
+	for _, tc := range []struct{ n, want int }{{1, 0}, {5, 0}, {6, 0}, {7, 1}, {31, 10}, {100, 41}} {
+		if got := medianLow(tc.n); got != tc.want {
+			t.Errorf("medianLow(%d) = %d, want %d", tc.n, got, tc.want)
+		}
+	}
+	const n = 31
+	var times [5][]float64
+	for i := range n {
+		times[MethodNT] = append(times[MethodNT], 100)
+		// copy 5% faster in 17 rounds (the median's side), 10% slower in 14.
+		c := 95.0
+		if i%2 == 1 && i < 28 {
+			c = 110
+		}
+		times[MethodCopy] = append(times[MethodCopy], c)
+		times[MethodFused] = append(times[MethodFused], 150)
+	}
+	if got := fastest(&times, MethodNT, MethodCopy, MethodFused); got != MethodNT {
+		t.Errorf("copy ahead at the median only: fastest = %s, want nt (the incumbent)", got)
+	}
+	for i := range n {
+		if i != 3 && i != 17 { // behind in 2 rounds of 31
+			times[MethodCopy][i] = 95
+		}
+	}
+	if got := fastest(&times, MethodNT, MethodCopy, MethodFused); got != MethodCopy {
+		t.Errorf("copy ahead in 29 of 31 rounds: fastest = %s, want copy", got)
 	}
 }
 
