@@ -107,15 +107,15 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 // cycling through 64 MiB (twice the L3 of the development machine). The
 // table keeps, per size and temperature, the fastest method with offload
 // (copy, NT, or fused, whose sum is then unused) and without (fused,
-// NT+sum or copy+sum), by the median over the rounds of paired time
-// ratios: the plain or the fused copy unless another wins by 2%, except
-// that into a cold destination from 256 B NT stores keep the place unless
-// another wins by 2% (see TablePoint.choose for the grids that set this).
+// NT+sum or copy+sum), by paired time ratios over the rounds: the plain
+// or the fused copy, or into a cold destination from 256 B NT stores (see
+// TablePoint.choose for the grids that set this), unless another is ahead
+// by 2% at the low end of a 90% confidence interval of the median ratio.
 // A size between two measured ones takes the answer of the nearer by
-// ratio. The first
-// call measures for a noticeable time (hundreds of milliseconds, the
-// mapping of the ring included, and nt.Default's calibration if that has
-// not run yet): call Prepare at start-up to pay it there.
+// ratio. The first call measures for a noticeable time (hundreds of
+// milliseconds, the mapping of the ring included, and nt.Default's
+// calibration if that has not run yet): call Prepare at start-up to pay
+// it there.
 //
 // Why measure rather than rule: on the development machine (a 2-vCPU VM on
 // AMD EPYC, AVX-512) the rule "NT stores from nt's threshold" is
