@@ -90,7 +90,11 @@ func TestTable(t *testing.T) {
 			{0, true, MethodCopy},
 			{64, true, MethodCopy},
 			{127, true, MethodCopy}, // nearest measured size: 64 B
-			{255, true, MethodNT},   // nearest measured size: 256 B
+			// 128-255 B: the nearest measured size is 256 B, whose NT
+			// would be the plain copy and a fence below 256 B.
+			{191, true, MethodCopy},
+			{255, true, MethodCopy},
+			{255, false, MethodFused},
 			{256, true, MethodNT},
 			{1499, true, MethodNT},
 			{1499, false, MethodFused}, // 1500 B's bucket
@@ -137,7 +141,8 @@ func TestFastestPaired(t *testing.T) {
 // ratios but behind in many rounds does not replace the incumbent; one
 // ahead in nearly every round does.
 func TestFastestConfidence(t *testing.T) {
-	for _, tc := range []struct{ n, want int }{{1, 0}, {5, 0}, {6, 0}, {7, 1}, {31, 10}, {100, 41}} {
+	// The sign test's exact ranks (binomial(n, 1/2) cumulative <= 5%).
+	for _, tc := range []struct{ n, want int }{{0, 0}, {1, 0}, {5, 0}, {7, 0}, {8, 1}, {12, 2}, {22, 6}, {31, 10}, {37, 13}, {100, 41}} {
 		if got := medianLow(tc.n); got != tc.want {
 			t.Errorf("medianLow(%d) = %d, want %d", tc.n, got, tc.want)
 		}
@@ -224,8 +229,12 @@ func TestChooseCopyFollowsTable(t *testing.T) {
 			{true, true, MethodNT},
 			{true, false, MethodNTSum},
 		} {
-			if got := ChooseCopy(n, tc.cold, tc.offload); got != tc.want {
-				t.Errorf("ChooseCopy(%d, cold %v, offload %v) = %s, want %s", n, tc.cold, tc.offload, got, tc.want)
+			want := tc.want
+			if n < ntMin {
+				want = withoutNT(want) // nt.Copy's plain copy below 256 B
+			}
+			if got := ChooseCopy(n, tc.cold, tc.offload); got != want {
+				t.Errorf("ChooseCopy(%d, cold %v, offload %v) = %s, want %s", n, tc.cold, tc.offload, got, want)
 			}
 		}
 	}

@@ -48,10 +48,11 @@
 //     kernel sum when [ChooseTable]'s measurement says that is cheaper. An
 //     explicit Offload is obeyed there, and [Decision].Warning says what an
 //     XDP receiver will see.
-//   - Zero-copy: Offload when the driver has the xsk tx-checksum feature,
-//     with NT stores from the size at which nt's calibration says they win
-//     (the NIC reads the frame by DMA; the CPU does not read it again);
-//     Software otherwise.
+//   - Zero-copy: Offload when the driver has the xsk tx-checksum feature
+//     (the NIC reads the frame by DMA; the CPU does not read it again),
+//     Software otherwise; the copy is [ChooseCopy]'s, per packet (below).
+//     Decision.NTFrom, where an explicit Offload policy starts NT stores,
+//     is nt's calibration.
 //
 // Per packet, a zero-copy Auto Sender asks [ChooseCopy] which copy to use
 // for the payload's size (ordinary, NT, fused checksum-and-copy, or a copy
