@@ -108,10 +108,10 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 // table keeps, per size and temperature, the fastest method with offload
 // (copy, NT, or fused, whose sum is then unused) and without (fused,
 // NT+sum or copy+sum), by paired time ratios over the rounds: the plain
-// or the fused copy, or into a cold destination from 256 B NT stores
-// (ahead there in 68 of 72 cells of the copy-policy grids of make bench
-// from 86eaa29 to 8ea2a58, where the short start-up measurement has read
-// a tie or the plain copy ahead), unless another is ahead by 2% at the
+// or the fused copy, or into a cold destination from 256 B NT stores (at
+// cold 256 B they were ahead in 68 of 72 cells of the copy-policy grids
+// of make bench from 86eaa29 to 8ea2a58, where the short start-up
+// measurement has read a tie or the plain copy ahead), unless another is ahead by 2% at the
 // low end of a 90% confidence interval of the median ratio. Below 256 B,
 // where nt.Copy is the plain copy, the answer is never an NT method. A
 // size between two measured ones takes the answer of the nearer by ratio.
@@ -386,11 +386,12 @@ func measureFrames(sizes []int, ringBytes int, cold bool, budget time.Duration) 
 // while the copy-policy grid of make bench, seconds later in the same
 // process and with longer trials, found NT ahead. In the 18 grids of make
 // bench on the development machine from 86eaa29 to 8ea2a58 (their
-// bench/out/results.json in git; the grid's and nt's code unchanged over
-// them), NT was ahead in 68 of the 72 cold 256 B cells and behind in four
-// by at most 3.5%; with the plain copy as the incumbent, the table chose a
-// method without NT in 24 of those cells, and 20 of them failed the grid's
-// 3% gate, in 9 of the 18 runs.
+// bench/out/results.json in git; nt's code and the grid's measurement
+// unchanged over them; csum's kernels, which the sums use, did), NT was ahead in 68 of
+// the 72 cold 256 B cells and behind in four by at most 3.5%; with the
+// plain or the fused copy as the incumbent, the table chose a method
+// without NT in 24 of those cells, and 20 of them failed the grid's 3%
+// gate, in 9 of the 18 runs.
 func (p *TablePoint) choose(times *[5][]float64) {
 	switch {
 	case p.Size < ntMin:
@@ -442,7 +443,8 @@ const switchGain = 0.02
 // largest k with P(B <= k) <= 5% for B binomial(n, 1/2), so that the
 // (k+1)-th smallest value is below the median with at least 95%
 // probability; 0 (the smallest value) when n is too small for any. For
-// example 0 up to n = 7, 10 for 31, 41 for 100.
+// example 0 up to n = 7, 10 for 31, 41 for 100. n is at most 100 here
+// (measureFrames' rounds); P(B = 0) underflows from n = 1075.
 func medianLow(n int) int {
 	k := 0
 	p := math.Pow(0.5, float64(n)) // P(B = 0)

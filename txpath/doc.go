@@ -50,13 +50,14 @@
 //     XDP receiver will see.
 //   - Zero-copy: Offload when the driver has the xsk tx-checksum feature
 //     (the NIC reads the frame by DMA; the CPU does not read it again),
-//     Software otherwise; the copy is [ChooseCopy]'s, per packet (below).
-//     Decision.NTFrom, where an explicit Offload policy starts NT stores,
-//     is nt's calibration.
+//     Software otherwise, with NT stores from [Decision].NTFrom on:
+//     Config.NTThreshold when it is positive, else nt's calibration.
 //
-// Per packet, a zero-copy Auto Sender asks [ChooseCopy] which copy to use
-// for the payload's size (ordinary, NT, fused checksum-and-copy, or a copy
-// followed by a sum), from a table that the process measures once, on this
+// For a one-frame datagram of [Sender.SendUDP] with the Auto policy (and
+// Config.NTThreshold 0), a zero-copy Sender instead asks [ChooseCopy] which
+// copy to use for the payload's size (ordinary, NT, fused
+// checksum-and-copy, or a copy followed by a sum), from a table that the
+// process measures once, on this
 // host, when the first zero-copy Auto Sender is made (a noticeable time;
 // [Prepare] does it earlier). In copy mode the destination is hot and Auto
 // never copies with NT stores (Stats.NTCopies stays 0; TestCopyModeNoNT),

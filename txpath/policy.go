@@ -200,9 +200,9 @@ func decideUMEM(want Policy, zc, metadata, swCsum bool, dev Device, ntThreshold 
 		th := ntThreshold()
 		if th > 0 {
 			d.NTFrom = th
-			why = append(why, fmt.Sprintf("the NIC reads the frame by DMA and NT stores win from %d B here (nt calibration)", th))
+			why = append(why, fmt.Sprintf("the NIC reads the frame by DMA: NT stores from %d B (Config.NTThreshold, else nt's calibration)", th))
 		} else {
-			why = append(why, "NT stores did not win at any size in nt's calibration")
+			why = append(why, "no NT stores (Config.NTThreshold negative, or no size where they win in nt's calibration)")
 		}
 	} else if !zc {
 		why = append(why, "copy mode: the kernel copies the frame out of the UMEM on this CPU at once, so NT stores would push to memory what is read back right away")
