@@ -108,13 +108,12 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 // table keeps, per size and temperature, the fastest method with offload
 // (copy, NT, or fused, whose sum is then unused) and without (fused,
 // NT+sum or copy+sum), by paired time ratios over the rounds: the plain
-// or the fused copy, or into a cold destination from 256 B NT stores (at
-// cold 256 B they were ahead in 68 of 72 cells of the copy-policy grids
-// of make bench from 86eaa29 to 8ea2a58, where the short start-up
-// measurement has read a tie or the plain copy ahead), unless another is ahead by 2% at the
-// low end of a 90% confidence interval of the median ratio. Below 256 B,
-// where nt.Copy is the plain copy, the answer is never an NT method. A
-// size between two measured ones takes the answer of the nearer by ratio.
+// or the fused copy, or into a cold destination from 256 B NT stores (the
+// grids of make bench have favoured them there; see choose), unless
+// another is ahead by 2% at the low end of a 90% confidence interval of
+// the median ratio. Below 256 B, where nt.Copy is the plain copy, the
+// answer is never an NT method. A size between two measured ones takes
+// the answer of the nearer by ratio.
 // The first call measures for a noticeable time (hundreds of
 // milliseconds, the mapping of the ring included, and nt.Default's
 // calibration if that has not run yet): call Prepare at start-up to pay
@@ -387,11 +386,11 @@ func measureFrames(sizes []int, ringBytes int, cold bool, budget time.Duration) 
 // process and with longer trials, found NT ahead. In the 18 grids of make
 // bench on the development machine from 86eaa29 to 8ea2a58 (their
 // bench/out/results.json in git; nt's code and the grid's measurement
-// unchanged over them; csum's kernels, which the sums use, did), NT was ahead in 68 of
-// the 72 cold 256 B cells and behind in four by at most 3.5%; with the
-// plain or the fused copy as the incumbent, the table chose a method
-// without NT in 24 of those cells, and 20 of them failed the grid's 3%
-// gate, in 9 of the 18 runs.
+// unchanged over them, csum's kernels, which the sums use, not), NT was
+// ahead in 68 of the 72 cold 256 B cells and behind in four by at most
+// 3.5%; with the plain or the fused copy as the incumbent, the table chose
+// a method without NT in 24 of those cells, and 20 of them failed the
+// grid's 3% gate, in 9 of the 18 runs.
 func (p *TablePoint) choose(times *[5][]float64) {
 	switch {
 	case p.Size < ntMin:
