@@ -25,18 +25,19 @@ func pt(size int, copyNs, ntNs, copySum, ntSum, fused float64) TablePoint {
 	return p
 }
 
-// TestChooseIncumbent checks which method a near tie goes to: into a cold
-// destination from 256 B the NT methods, else the plain or fused copy;
-// and that a clear win still decides.
+// TestChooseIncumbent checks choose's rules: into a cold destination from
+// 256 B the NT methods whatever the times; elsewhere a near tie goes to
+// the plain or the fused copy, and a clear win decides; below 256 B, or
+// without NT stores in the build, never an NT method.
 func TestChooseIncumbent(t *testing.T) {
-	point := func(size int, cold bool, copyNs, ntNs, copySum, ntSum, fused float64) TablePoint {
+	point := func(size int, cold, ntStores bool, copyNs, ntNs, copySum, ntSum, fused float64) TablePoint {
 		p := TablePoint{Size: size, Cold: cold}
 		p.Ns[MethodCopy], p.Ns[MethodNT], p.Ns[MethodCopySum], p.Ns[MethodNTSum], p.Ns[MethodFused] = copyNs, ntNs, copySum, ntSum, fused
 		var times [5][]float64
 		for m, ns := range p.Ns {
 			times[m] = []float64{ns, ns * 1.2, ns * 0.95}
 		}
-		p.choose(&times)
+		p.choose(&times, ntStores)
 		return p
 	}
 	for _, tc := range []struct {
@@ -45,15 +46,24 @@ func TestChooseIncumbent(t *testing.T) {
 		offload, soft Method
 	}{
 		// NT 1% slower, NT+sum 0.5% slower: ties.
-		{"cold 256 B tie", point(256, true, 50, 50.5, 60.2, 60.6, 60.3), MethodNT, MethodNTSum},
-		{"hot 256 B tie", point(256, false, 50, 50.5, 60.2, 60.6, 60.3), MethodCopy, MethodFused},
-		{"cold 1500 B tie", point(1500, true, 100, 101, 130, 131, 130.5), MethodNT, MethodNTSum},
-		// Clear wins decide at either temperature.
-		{"cold 256 B, copy 10% faster", point(256, true, 50, 55, 60, 66, 70), MethodCopy, MethodCopySum},
-		{"cold 256 B, fused 10% faster", point(256, true, 50, 55, 60, 66, 54), MethodCopy, MethodFused},
-		{"hot 256 B, NT 10% faster", point(256, false, 55, 50, 66, 60, 70), MethodNT, MethodNTSum},
+		{"cold 256 B tie", point(256, true, true, 50, 50.5, 60.2, 60.6, 60.3), MethodNT, MethodNTSum},
+		{"hot 256 B tie", point(256, false, true, 50, 50.5, 60.2, 60.6, 60.3), MethodCopy, MethodFused},
+		{"cold 1500 B tie", point(1500, true, true, 100, 101, 130, 131, 130.5), MethodNT, MethodNTSum},
+		// Into a cold destination from 256 B NT stores, whatever the
+		// times (see choose).
+		{"cold 256 B, copy 10% faster", point(256, true, true, 50, 55, 60, 66, 70), MethodNT, MethodNTSum},
+		{"cold 256 B, fused 10% faster", point(256, true, true, 50, 55, 60, 66, 54), MethodNT, MethodNTSum},
+		{"cold 65536 B, copy 10% faster", point(65536, true, true, 500, 550, 600, 660, 700), MethodNT, MethodNTSum},
+		// Clear wins decide elsewhere.
+		{"hot 256 B, NT 10% faster", point(256, false, true, 55, 50, 66, 60, 70), MethodNT, MethodNTSum},
+		{"hot 256 B, fused 10% faster", point(256, false, true, 55, 60, 66, 70, 50), MethodFused, MethodFused},
 		// Below 256 B nt.Copy is the ordinary copy: never NT.
-		{"cold 64 B, NT 10% faster", point(64, true, 55, 50, 66, 60, 70), MethodCopy, MethodCopySum},
+		{"cold 64 B, NT 10% faster", point(64, true, true, 55, 50, 66, 60, 70), MethodCopy, MethodCopySum},
+		{"cold 64 B, copy+sum 10% faster", point(64, true, true, 50, 55, 60, 66, 66), MethodCopy, MethodCopySum},
+		// Without NT stores in the build (nt.Supported false), NT is the
+		// ordinary copy plus a fence: never NT, cold or hot.
+		{"cold 256 B, no NT stores", point(256, true, false, 50, 45, 60, 55, 70), MethodCopy, MethodCopySum},
+		{"hot 1500 B, no NT stores, NT 10% faster", point(1500, false, false, 110, 100, 130, 120, 140), MethodCopy, MethodCopySum},
 	} {
 		if tc.p.Offload != tc.offload || tc.p.Soft != tc.soft {
 			t.Errorf("%s: offload %s, software %s; want %s, %s", tc.name, tc.p.Offload, tc.p.Soft, tc.offload, tc.soft)
