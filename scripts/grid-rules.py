@@ -1,27 +1,28 @@
 #!/usr/bin/env python3
 """Replay the committed copy-policy grids of make bench against two rules
-for txpath.ChooseCopy at a cold destination of 256 B (txpath/choose.go,
-choose):
+for txpath.ChooseCopy into a cold destination (txpath/choose.go, choose):
 
   table: the start-up table's own choice, as recorded in that run;
   NT:    NT stores (NT with offload, NT + sum without), whatever the times.
 
-Every bench/out/results.json in git history that holds a grid with the
-table (choose_copy_table) and the cells by layout is read. A rule's method
-passes a cell when its median GB/s in that cell is within the grid's
-tolerance (3%) of the best fixed method's median: a stand-in for the
-grid's own verdict, which takes the median of per-round ratios of auto's
-trials against each method's. The grid's own verdict on the table's
-choice (auto, in that run) is printed too.
+It reads bench/out/results.json at every commit reachable from HEAD that
+changed it and holds a grid with ChooseCopy's table (choose_copy_table)
+and cells by layout. A rule's method passes a cell when its median GB/s
+there is within the grid's tolerance (3%) of the best fixed method's
+median: a stand-in for the grid's own verdict, which takes the median of
+per-round ratios of auto's trials against each method's. For the table's
+choice (auto in that run) the grid's own verdict is counted too. It also
+counts nt's calibrated threshold (nt.Default) over the same runs.
 
-Run from the repository: python3 scripts/grid-rules.py
+Run it anywhere in the repository: python3 scripts/grid-rules.py
 """
+import collections
 import json
 import subprocess
 import sys
 
 METHODS = ['copy', 'nt', 'copy+sum', 'nt+sum', 'fused']  # txpath.Method order
-SIZE = 256
+SIZES = [256, 1500, 4096, 65536]  # the grid's cold sizes from 256 B
 
 
 def git(*args):
@@ -29,57 +30,68 @@ def git(*args):
 
 
 def main():
-    commits = git('log', '--format=%h', '--', 'bench/out/results.json').split()
-    passed = {'table': 0, 'NT': 0}
-    verdict = 0  # the grid's own verdict on auto, which was the table's choice
-    runs_all = {'table': 0, 'NT': 0}
-    cells_n = runs_n = 0
+    path = 'bench/out/results.json'
+    commits = git('log', '--format=%h', '--', ':/' + path).split()
+    rules = ('table', 'NT')
+    passed = {(r, n): 0 for r in rules for n in SIZES}
+    verdict = collections.Counter()
+    cells = collections.Counter()
+    runs_all = {(r, n): 0 for r in rules for n in SIZES}
+    thresholds = collections.Counter()
+    runs = 0
     for c in commits:
         try:
-            d = json.loads(git('show', c + ':bench/out/results.json'))
+            d = json.loads(git('show', c + ':' + path))
         except (subprocess.CalledProcessError, json.JSONDecodeError):
             continue
         g = d.get('grid') or {}
-        cells = g.get('cells') or []
-        if not g.get('choose_copy_table') or not cells or 'layout' not in cells[0]:
+        gc = g.get('cells') or []
+        if not g.get('choose_copy_table') or not gc or 'layout' not in gc[0]:
             continue
+        runs += 1
         tol = g.get('tolerance', 0.03)
-        by = {(x['layout'], x['size'], x['cold'], x['offload']): x for x in cells}
-        ok = {'table': True, 'NT': True}
+        thresholds[(g.get('nt_calibration') or {}).get('threshold')] += 1
+        by = {(x['layout'], x['size'], x['cold'], x['offload']): x for x in gc}
+        ok = {k: True for k in runs_all}
         line = []
         for p in g['choose_copy_table']:
-            if not p['Cold'] or p['Size'] != SIZE:
+            n = p['Size']
+            if not p['Cold'] or n not in SIZES:
                 continue
             for offload, chosen, nt in ((True, p['Offload'], 1), (False, p['Soft'], 3)):
                 for layout in ('seen', 'unseen'):
-                    x = by.get((layout, SIZE, True, offload))
+                    x = by.get((layout, n, True, offload))
                     if x is None:
                         continue
+                    if x.get('auto') != METHODS[chosen]:
+                        print('%s: %d B %s: the grid ran %s, the table says %s' % (
+                            c, n, layout, x.get('auto'), METHODS[chosen]), file=sys.stderr)
                     med = {k: v['median_gbps'] for k, v in x['methods'].items() if k != 'auto'}
                     best = max(med.values())
-                    cells_n += 1
-                    verdict += bool(x.get('pass'))
+                    cells[n] += 1
+                    verdict[n] += bool(x.get('pass'))
                     for rule, m in (('table', METHODS[chosen]), ('NT', METHODS[nt])):
-                        good = m in med and med[m] >= (1 - tol) * best
-                        passed[rule] += good
-                        ok[rule] = ok[rule] and good
-                    line.append('%s/%s: table %s %s, NT %s' % (
-                        'offload' if offload else 'soft', layout, METHODS[chosen],
-                        'ok' if med.get(METHODS[chosen], 0) >= (1 - tol) * best else 'FAIL',
-                        'ok' if med.get(METHODS[nt], 0) >= (1 - tol) * best else 'FAIL'))
-        if not line:
-            continue
-        runs_n += 1
-        for r in ok:
-            runs_all[r] += ok[r]
-        print(c, '; '.join(line))
-    if runs_n == 0:
+                        good = med.get(m, 0) >= (1 - tol) * best
+                        passed[(rule, n)] += good
+                        ok[(rule, n)] = ok[(rule, n)] and good
+                    if n == 256:
+                        line.append('%s/%s: table %s %s, NT %s' % (
+                            'offload' if offload else 'soft', layout, METHODS[chosen],
+                            'ok' if med.get(METHODS[chosen], 0) >= (1 - tol) * best else 'FAIL',
+                            'ok' if med.get(METHODS[nt], 0) >= (1 - tol) * best else 'FAIL'))
+        for k in runs_all:
+            runs_all[k] += ok[k]
+        print(c, 'cold 256 B:', '; '.join(line))
+    if runs == 0:
         print('no committed grid with a table found', file=sys.stderr)
         return 1
-    print("the grid's own verdict on the table's choice: %d of %d cells passed" % (verdict, cells_n))
-    for r in ('table', 'NT'):
-        print('%-5s cold %d B cells within %.0f%% of the best: %d of %d; runs with every such cell: %d of %d'
-              % (r, SIZE, 100 * 0.03, passed[r], cells_n, runs_all[r], runs_n))
+    print('\n%d runs; nt threshold (B: runs): %s' % (runs, ', '.join(
+        '%s: %d' % (t, k) for t, k in sorted(thresholds.items(), key=lambda kv: str(kv[0])))))
+    for n in SIZES:
+        print('cold %5d B: %3d cells; within the gate: NT %3d, table %3d (grid verdict on the table: %3d); '
+              'runs with every cell: NT %d, table %d' % (
+                  n, cells[n], passed[('NT', n)], passed[('table', n)], verdict[n],
+                  runs_all[('NT', n)], runs_all[('table', n)]))
     return 0
 
 

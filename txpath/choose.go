@@ -132,7 +132,13 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 // read-for-ownership, gives a threshold that need not match the frames'
 // and can move from run to run (the grid's report lists it). Without
 // offload the grid also sets NT + a sum of the (cached) source against the
-// fused copy-and-sum, into cold and into hot frames.
+// fused copy-and-sum, into cold and into hot frames. Into cold frames from
+// 256 B ChooseCopy's own measurement was the wrong guide too, and the answer
+// there is now the rule "NT from 256 B", which is not nt's threshold
+// either: that was 256 B in 22 of the 28 committed grids and 512 B in 6,
+// while NT was within the 3% gate at cold 256 B in 110 of their 112
+// cells (scripts/grid-rules.py). What is measured still decides hot
+// destinations, and cold ones below 256 B.
 // Above 64 KiB, where a payload spans whole contiguous
 // frames, nt's calibration decides: NT stores into a cold destination
 // where nt.Default says NT wins at that size, else the 64 KiB answer
@@ -166,8 +172,8 @@ type TablePoint struct {
 	Size    int
 	Cold    bool
 	Ns      [5]float64 // best ns per copy, by Method
-	Offload Method     // the fastest of copy, NT, fused
-	Soft    Method     // the fastest of fused, NT+sum, copy+sum
+	Offload Method     // the chosen one of copy, NT, fused (see choose)
+	Soft    Method     // the chosen one of fused, NT+sum, copy+sum
 }
 
 // ChooseTable returns the measurements behind ChooseCopy's answers
@@ -225,11 +231,16 @@ var tableSizes = []int{64, 128, 256, 512, 1024, 1500, 2048, 4096, 8192, 16384, 3
 func build(hot, cold []TablePoint, ntThreshold int) *table {
 	t := &table{points: append(append([]TablePoint{}, hot...), cold...), ntBig: ntThreshold}
 	for d, pts := range [][]TablePoint{hot, cold} {
-		// at returns the point whose size is nearest to size by ratio.
-		at := func(size int) TablePoint {
+		// at returns the point whose size is nearest to size by ratio,
+		// among those below nt.Copy's cut-over if below is set and there
+		// are any.
+		at := func(size int, below bool) TablePoint {
 			size = max(size, 1)
 			p, best := pts[0], math.Inf(1)
 			for _, q := range pts {
+				if below && q.Size >= ntMin && pts[0].Size < ntMin {
+					continue
+				}
 				if r := math.Abs(math.Log(float64(q.Size) / float64(size))); r < best {
 					p, best = q, r
 				}
@@ -237,20 +248,25 @@ func build(hot, cold []TablePoint, ntThreshold int) *table {
 			return p
 		}
 		for i := range t.tab[d][0] {
-			p := at(i<<6 + 32)
+			// A bucket whose every size is below nt.Copy's cut-over
+			// takes its answer from a measured size below it too
+			// (choose gives those no NT answer), not from 256 B's, whose
+			// answer into a cold destination is NT whatever the times.
+			below := i<<6+63 < ntMin
+			p := at(i<<6+32, below)
 			for _, q := range pts {
 				if q.Size>>6 == i { // a measured size answers for its bucket
 					p = q
 				}
 			}
 			t.tab[d][0][i], t.tab[d][1][i] = p.Soft, p.Offload
-			if i<<6+63 < ntMin {
-				// Every size of the bucket is below nt.Copy's cut-over:
-				// NT would be the ordinary copy plus a fence.
+			if below {
+				// Whatever the point says, NT would be the ordinary copy
+				// plus a fence here.
 				t.tab[d][0][i], t.tab[d][1][i] = withoutNT(p.Soft), withoutNT(p.Offload)
 			}
 		}
-		p := at(65536)
+		p := at(65536, false)
 		t.big[d][0], t.big[d][1] = p.Soft, p.Offload
 		if t.big[d][1] == MethodNT {
 			t.big[d][1] = MethodCopy // NT above 64 KiB only on nt's word
@@ -373,9 +389,10 @@ func measureFrames(sizes []int, ringBytes int, cold bool, budget time.Duration) 
 // at p's size and temperature (see fastest); ntStores says whether NT
 // stores are real (nt.Supported in this build):
 //
-//   - into a hot destination from 256 B: measured, with the plain copy or
-//     the fused copy-and-sum as the incumbent, which another (NT, NT +
-//     sum, copy + sum) must beat by switchGain;
+//   - into a hot destination from 256 B: measured, with the plain copy
+//     (offload) or the fused copy-and-sum (no offload) as the incumbent,
+//     which another (NT or fused; NT + sum or copy + sum) must beat by
+//     switchGain;
 //   - below nt's cut-over (256 B), where nt.Copy copies with the builtin
 //     copy (NT is the ordinary copy plus a fence there, whatever the noise
 //     says), and wherever NT stores are not real: measured the same way,
@@ -414,9 +431,10 @@ func (p *TablePoint) choose(times *[5][]float64, ntStores bool) {
 // another replaces the current choice only if it is faster by switchGain
 // at the low end of a 90% confidence interval of the median ratio
 // (medianLow), not just at the median. The rounds' ratios spread widely at
-// some sizes (at cold 256 B the slower tenth and the faster tenth of the
-// rounds can disagree on which method wins), and a median of 30 rounds
-// then falls on either side of a tie by chance.
+// some sizes (at cold 256 B, when choose still measured there, the slower
+// tenth and the faster tenth of the rounds could disagree on which method
+// wins), and a median of 30 rounds then falls on either side of a tie by
+// chance.
 func fastest(times *[5][]float64, cand ...Method) Method {
 	best := cand[0]
 	for _, m := range cand[1:] {

@@ -72,16 +72,27 @@ func TestChooseIncumbent(t *testing.T) {
 }
 
 func TestTable(t *testing.T) {
-	// NT loses at 64 B, wins from 256 B; fused beats NT+sum up to 1500 B.
-	pts := []TablePoint{
-		pt(64, 10, 20, 14, 24, 12),
-		pt(256, 30, 20, 40, 30, 28),
-		pt(1500, 150, 60, 200, 90, 80),
-		pt(4096, 400, 150, 500, 190, 300),
-		pt(65536, 3000, 2000, 4000, 2600, 2900),
+	// Cold points as choose makes them: measured below 256 B (copy with
+	// offload, fused without at 64 B), NT from 256 B.
+	cold := func(size int, copyNs, ntNs, copySum, ntSum, fused float64) TablePoint {
+		p := TablePoint{Size: size, Cold: true}
+		p.Ns[MethodCopy], p.Ns[MethodNT], p.Ns[MethodCopySum], p.Ns[MethodNTSum], p.Ns[MethodFused] = copyNs, ntNs, copySum, ntSum, fused
+		var times [5][]float64
+		for m, ns := range p.Ns {
+			times[m] = []float64{ns, ns * 1.5, ns * 0.9}
+		}
+		p.choose(&times, true)
+		return p
 	}
-	if pts[0].Offload != MethodCopy || pts[0].Soft != MethodFused || pts[1].Offload != MethodNT || pts[3].Soft != MethodNTSum {
-		t.Fatalf("fastest: %+v", pts)
+	pts := []TablePoint{
+		cold(64, 10, 20, 14, 24, 12),
+		cold(256, 30, 20, 40, 30, 28),
+		cold(1500, 150, 60, 200, 90, 80),
+		cold(4096, 400, 150, 500, 190, 300),
+		cold(65536, 3000, 2000, 4000, 2600, 2900),
+	}
+	if pts[0].Offload != MethodCopy || pts[0].Soft != MethodFused || pts[1].Offload != MethodNT || pts[2].Soft != MethodNTSum {
+		t.Fatalf("choose: %+v", pts)
 	}
 	hot := []TablePoint{pt(64, 1, 9, 9, 9, 9), pt(65536, 9, 9, 9, 9, 1)}
 	for _, ntTh := range []int{nt.Never, 1 << 20} {
@@ -100,16 +111,18 @@ func TestTable(t *testing.T) {
 			{0, true, MethodCopy},
 			{64, true, MethodCopy},
 			{127, true, MethodCopy}, // nearest measured size: 64 B
-			// 128-255 B: the nearest measured size is 256 B, whose NT
-			// would be the plain copy and a fence below 256 B.
+			// 128-255 B: the nearest measured size below 256 B (64 B),
+			// not 256 B, whose cold answer is NT whatever the times.
 			{191, true, MethodCopy},
+			{192, false, MethodFused},
 			{255, true, MethodCopy},
 			{255, false, MethodFused},
 			{256, true, MethodNT},
+			{256, false, MethodNTSum},
 			{1499, true, MethodNT},
-			{1499, false, MethodFused}, // 1500 B's bucket
-			{1500, false, MethodFused},
-			{2000, false, MethodFused}, // nearest: 1500 B
+			{1499, false, MethodNTSum}, // 1500 B's bucket
+			{1500, false, MethodNTSum},
+			{2000, false, MethodNTSum}, // nearest: 1500 B
 			{4095, false, MethodNTSum}, // 4096 B's bucket
 			{4096, false, MethodNTSum},
 			{65535, false, MethodNTSum},
