@@ -14,6 +14,11 @@ per-round ratios of auto's trials against each method's. For the table's
 choice (auto in that run) the grid's own verdict is counted too. It also
 counts nt's calibrated threshold (nt.Default) over the same runs.
 
+Only runs of code before the rule (machine.commit not a descendant of
+RULE, the commit that made it) are replayed: from RULE on, the table's
+choice is NT by construction. For those later runs the grid's own verdict
+on the cold cells is counted apart.
+
 Run it anywhere in the repository: python3 scripts/grid-rules.py
 """
 import collections
@@ -23,10 +28,21 @@ import sys
 
 METHODS = ['copy', 'nt', 'copy+sum', 'nt+sum', 'fused']  # txpath.Method order
 SIZES = [256, 1500, 4096, 65536]  # the grid's cold sizes from 256 B
+RULE = '3a973fc'  # txpath: ChooseCopy answers NT into cold frames from 256 B
 
 
 def git(*args):
     return subprocess.run(['git', *args], capture_output=True, text=True, check=True).stdout
+
+
+def under_rule(commit):
+    """Whether the run's code (machine.commit, maybe with "+changes")
+    descends from RULE."""
+    c = (commit or '').split('+')[0]
+    if not c:
+        return False
+    r = subprocess.run(['git', 'merge-base', '--is-ancestor', RULE, c], capture_output=True)
+    return r.returncode == 0
 
 
 def main():
@@ -39,6 +55,8 @@ def main():
     runs_all = {(r, n): 0 for r in rules for n in SIZES}
     thresholds = collections.Counter()
     runs = 0
+    later = collections.Counter()  # runs under the rule: (cells, passed) by size
+    later_runs = 0
     for c in commits:
         try:
             d = json.loads(git('show', c + ':' + path))
@@ -47,6 +65,13 @@ def main():
         g = d.get('grid') or {}
         gc = g.get('cells') or []
         if not g.get('choose_copy_table') or not gc or 'layout' not in gc[0]:
+            continue
+        if under_rule((d.get('machine') or {}).get('commit')):
+            later_runs += 1
+            for x in gc:
+                if x['cold'] and x['size'] in SIZES:
+                    later[(x['size'], 'cells')] += 1
+                    later[(x['size'], 'passed')] += bool(x.get('pass'))
             continue
         runs += 1
         tol = g.get('tolerance', 0.03)
@@ -85,13 +110,16 @@ def main():
     if runs == 0:
         print('no committed grid with a table found', file=sys.stderr)
         return 1
-    print('\n%d runs; nt threshold (B: runs): %s' % (runs, ', '.join(
+    print('\n%d runs before the rule; nt threshold (B: runs): %s' % (runs, ', '.join(
         '%s: %d' % (t, k) for t, k in sorted(thresholds.items(), key=lambda kv: str(kv[0])))))
     for n in SIZES:
         print('cold %5d B: %3d cells; within the gate: NT %3d, table %3d (grid verdict on the table: %3d); '
               'runs with every cell: NT %d, table %d' % (
                   n, cells[n], passed[('NT', n)], passed[('table', n)], verdict[n],
                   runs_all[('NT', n)], runs_all[('table', n)]))
+    if later_runs:
+        print('\n%d runs under the rule (the grid\'s own verdict): %s' % (later_runs, ', '.join(
+            'cold %d B %d of %d' % (n, later[(n, 'passed')], later[(n, 'cells')]) for n in SIZES)))
     return 0
 
 

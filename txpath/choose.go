@@ -89,7 +89,8 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 }
 
 // ChooseCopy returns the method that moves a payload of size bytes into a
-// UMEM frame fastest on this machine. coldDest says that the destination
+// UMEM frame fastest on this machine, as measured at start-up or, into a
+// cold frame from 256 B, as the grids of make bench found. coldDest says that the destination
 // frame is not in the CPU's cache and will not be read back by the CPU
 // (zero-copy: the NIC reads it by DMA, and the UMEM cycles through more
 // frames than the cache holds); offload that the checksum is completed by
@@ -110,12 +111,13 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 // NT+sum or copy+sum), by paired time ratios over the rounds: the plain
 // or the fused copy unless another is ahead by 2% at the low end of a 90%
 // confidence interval of the median ratio. Into a cold destination from
-// 256 B the answer is NT stores (NT, or NT+sum), whatever the times: the
-// grids of make bench favoured them there where the table did not (see
-// choose). Below 256 B, where nt.Copy is the plain copy, and in builds
-// without NT stores (nt.Supported false), the answer is never an NT
-// method. A size between two measured ones takes the answer of the
-// nearer by ratio.
+// 256 B to 64 KiB the answer is NT stores (NT, or NT+sum), whatever the
+// times: the grids of make bench favoured them there where the table's
+// choice did not (see choose). Below 256 B, where nt.Copy is the plain
+// copy, and in builds without NT stores (nt.Supported false), the answer
+// is never an NT method. A size between two measured ones takes the
+// answer of the nearer by ratio; below 256 B, of the nearer measured size
+// below 256 B.
 // The first call measures for a noticeable time (hundreds of
 // milliseconds, the mapping of the ring included, and nt.Default's
 // calibration if that has not run yet): call Prepare at start-up to pay
@@ -135,7 +137,8 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 // fused copy-and-sum, into cold and into hot frames. Into cold frames from
 // 256 B ChooseCopy's own measurement was the wrong guide too, and the answer
 // there is now the rule "NT from 256 B", which is not nt's threshold
-// either: that was 256 B in 22 of the 28 committed grids and 512 B in 6,
+// either: that was 256 B in 22 of the 28 grids committed before the rule
+// and 512 B in 6,
 // while NT was within the 3% gate at cold 256 B in 110 of their 112
 // cells (scripts/grid-rules.py). What is measured still decides hot
 // destinations, and cold ones below 256 B.
@@ -159,7 +162,8 @@ func Prepare() { prepare() }
 type table struct {
 	// tab[d][o][size>>6] up to 64 KiB: the choice measured in that
 	// 64-byte bucket, else at the measured size nearest (by ratio) to the
-	// bucket's middle; d is 1 for a cold destination, o 1 with offload.
+	// bucket's middle (below 256 B: the nearest below 256 B); d is 1 for
+	// a cold destination, o 1 with offload.
 	tab   [2][2][65536>>6 + 1]Method
 	big   [2][2]Method // above 64 KiB: the 64 KiB answer, without NT
 	ntBig int          // nt.Default's threshold (<= 0: never)
@@ -229,16 +233,20 @@ var tableSizes = []int{64, 128, 256, 512, 1024, 1500, 2048, 4096, 8192, 16384, 3
 // build makes the lookup table from the measured points (each sorted by
 // size, the same sizes).
 func build(hot, cold []TablePoint, ntThreshold int) *table {
-	t := &table{points: append(append([]TablePoint{}, hot...), cold...), ntBig: ntThreshold}
+	t := &table{points: append(append([]TablePoint{}, hot...), cold...)}
+	if nt.Supported {
+		t.ntBig = ntThreshold // without NT stores, never NT
+	}
 	for d, pts := range [][]TablePoint{hot, cold} {
 		// at returns the point whose size is nearest to size by ratio,
 		// among those below nt.Copy's cut-over if below is set and there
 		// are any.
+		anyBelow := slices.ContainsFunc(pts, func(q TablePoint) bool { return q.Size < ntMin })
 		at := func(size int, below bool) TablePoint {
 			size = max(size, 1)
 			p, best := pts[0], math.Inf(1)
 			for _, q := range pts {
-				if below && q.Size >= ntMin && pts[0].Size < ntMin {
+				if below && anyBelow && q.Size >= ntMin {
 					continue
 				}
 				if r := math.Abs(math.Log(float64(q.Size) / float64(size))); r < best {
@@ -401,16 +409,18 @@ func measureFrames(sizes []int, ringBytes int, cold bool, budget time.Duration) 
 //     the source), which skip the read-for-ownership that an ordinary
 //     store to an uncached line pays, whatever the times say. The cold
 //     times are still measured and reported (ChooseTable), but on the
-//     development machine they were the wrong guide: at cold 256 B the
-//     start-up table found the plain copy as fast as NT, or faster, where
-//     the copy-policy grid of make bench, seconds later in the same process
-//     and with longer trials, found NT ahead by up to 1.6x.
-//     scripts/grid-rules.py replays the committed grids
-//     (bench/out/results.json in git) against the table of the same run:
-//     over 28 runs, NT at cold 256 B is within the grid's 3% of the best
-//     fixed method in 110 of the 112 cold 256 B cells and the table's own
+//     development machine the choice made from them was the wrong one: at
+//     cold 256 B the start-up table kept the plain copy (or copy + sum) in
+//     many runs, by its times or by the incumbent rule and the confidence
+//     bound, where the copy-policy grid of make bench, seconds later in the
+//     same process and with longer trials, found NT ahead by up to 1.6x.
+//     scripts/grid-rules.py replays the 28 grids committed before this
+//     rule (bench/out/results.json in git) against the table of the same
+//     run: NT at cold 256 B is within the grid's 3% of the best fixed
+//     method in 110 of their 112 cold 256 B cells and the table's own
 //     choices in 79 (by each method's median GB/s, the script's stand-in
-//     for the grid's paired verdict, which passed 80 of those choices).
+//     for the grid's paired verdict, which passed 80 of those choices);
+//     at 1500, 4096 and 65536 B both are within it in all 112.
 func (p *TablePoint) choose(times *[5][]float64, ntStores bool) {
 	switch {
 	case p.Size < ntMin || !ntStores:

@@ -25,11 +25,11 @@ func pt(size int, copyNs, ntNs, copySum, ntSum, fused float64) TablePoint {
 	return p
 }
 
-// TestChooseIncumbent checks choose's rules: into a cold destination from
+// TestChooseRules checks choose's rules: into a cold destination from
 // 256 B the NT methods whatever the times; elsewhere a near tie goes to
 // the plain or the fused copy, and a clear win decides; below 256 B, or
 // without NT stores in the build, never an NT method.
-func TestChooseIncumbent(t *testing.T) {
+func TestChooseRules(t *testing.T) {
 	point := func(size int, cold, ntStores bool, copyNs, ntNs, copySum, ntSum, fused float64) TablePoint {
 		p := TablePoint{Size: size, Cold: cold}
 		p.Ns[MethodCopy], p.Ns[MethodNT], p.Ns[MethodCopySum], p.Ns[MethodNTSum], p.Ns[MethodFused] = copyNs, ntNs, copySum, ntSum, fused
@@ -278,8 +278,11 @@ func TestChooseCopy(t *testing.T) {
 		if off != p.Offload || soft != p.Soft {
 			t.Errorf("ChooseCopy(%d, cold %v) = %s / %s, table %s / %s", p.Size, p.Cold, off, soft, p.Offload, p.Soft)
 		}
-		if off.Sums() && off != MethodFused || !soft.Sums() || p.Size < ntMin && (off.NT() || soft.NT()) {
+		if off.Sums() && off != MethodFused || !soft.Sums() || (p.Size < ntMin || !nt.Supported) && (off.NT() || soft.NT()) {
 			t.Errorf("ChooseCopy(%d, cold %v): %s with offload, %s without", p.Size, p.Cold, off, soft)
+		}
+		if p.Cold && p.Size >= ntMin && nt.Supported && (off != MethodNT || soft != MethodNTSum) {
+			t.Errorf("ChooseCopy(%d, cold): %s with offload, %s without; want NT stores (see choose)", p.Size, off, soft)
 		}
 		for _, m := range Methods {
 			if p.Ns[m] <= 0 {
