@@ -19,7 +19,7 @@ import (
 
 var (
 	pairedRounds = flag.Int("paired.rounds", 2000, "TestPairedC: blocks per function and size")
-	pairedSizes  = flag.String("paired.sizes", "20,64,128,200,256,264,300,320,512,1000,1024,1499,1500,4096,65536", "TestPairedC: sizes in bytes")
+	pairedSizes  = flag.String("paired.sizes", "20,64,72,104,128,200,256,264,300,320,512,1000,1024,1032,1499,1500,4096,65536", "TestPairedC: sizes in bytes")
 	pairedImpls  = flag.Bool("paired.impls", false, "TestPairedC: also time Sum with each kernel set forced (adc, avx2)")
 	pairedLayout = flag.String("paired.layout", "mid-page", "TestPairedC: where the buffers lie (see layouts: mid-page, page-aligned, page-end)")
 )
