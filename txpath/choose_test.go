@@ -25,21 +25,25 @@ func pt(size int, copyNs, ntNs, copySum, ntSum, fused float64) TablePoint {
 	return p
 }
 
+// chosenPoint is a table point with the given best times, its choice made
+// by choose from rounds whose per-method ratios are those of the times.
+func chosenPoint(size int, cold, ntStores bool, copyNs, ntNs, copySum, ntSum, fused float64) TablePoint {
+	p := TablePoint{Size: size, Cold: cold}
+	p.Ns[MethodCopy], p.Ns[MethodNT], p.Ns[MethodCopySum], p.Ns[MethodNTSum], p.Ns[MethodFused] = copyNs, ntNs, copySum, ntSum, fused
+	var times [5][]float64
+	for m, ns := range p.Ns {
+		times[m] = []float64{ns, ns * 1.2, ns * 0.95}
+	}
+	p.choose(&times, ntStores)
+	return p
+}
+
 // TestChooseRules checks choose's rules: into a cold destination from
 // 256 B the NT methods whatever the times; elsewhere a near tie goes to
 // the plain or the fused copy, and a clear win decides; below 256 B, or
 // without NT stores in the build, never an NT method.
 func TestChooseRules(t *testing.T) {
-	point := func(size int, cold, ntStores bool, copyNs, ntNs, copySum, ntSum, fused float64) TablePoint {
-		p := TablePoint{Size: size, Cold: cold}
-		p.Ns[MethodCopy], p.Ns[MethodNT], p.Ns[MethodCopySum], p.Ns[MethodNTSum], p.Ns[MethodFused] = copyNs, ntNs, copySum, ntSum, fused
-		var times [5][]float64
-		for m, ns := range p.Ns {
-			times[m] = []float64{ns, ns * 1.2, ns * 0.95}
-		}
-		p.choose(&times, ntStores)
-		return p
-	}
+	point := chosenPoint
 	for _, tc := range []struct {
 		name          string
 		p             TablePoint
@@ -75,14 +79,7 @@ func TestTable(t *testing.T) {
 	// Cold points as choose makes them: measured below 256 B (copy with
 	// offload, fused without at 64 B), NT from 256 B.
 	cold := func(size int, copyNs, ntNs, copySum, ntSum, fused float64) TablePoint {
-		p := TablePoint{Size: size, Cold: true}
-		p.Ns[MethodCopy], p.Ns[MethodNT], p.Ns[MethodCopySum], p.Ns[MethodNTSum], p.Ns[MethodFused] = copyNs, ntNs, copySum, ntSum, fused
-		var times [5][]float64
-		for m, ns := range p.Ns {
-			times[m] = []float64{ns, ns * 1.5, ns * 0.9}
-		}
-		p.choose(&times, true)
-		return p
+		return chosenPoint(size, true, true, copyNs, ntNs, copySum, ntSum, fused)
 	}
 	pts := []TablePoint{
 		cold(64, 10, 20, 14, 24, 12),
