@@ -95,15 +95,15 @@ def main():
                     best = max(med.values())
                     cells[n] += 1
                     verdict[n] += bool(x.get('pass'))
-                    for rule, m in (('table', METHODS[chosen]), ('NT', METHODS[nt])):
-                        good = med.get(m, 0) >= (1 - tol) * best
-                        passed[(rule, n)] += good
-                        ok[(rule, n)] = ok[(rule, n)] and good
+                    good = {rule: med.get(m, 0) >= (1 - tol) * best
+                            for rule, m in (('table', METHODS[chosen]), ('NT', METHODS[nt]))}
+                    for rule, v in good.items():
+                        passed[(rule, n)] += v
+                        ok[(rule, n)] = ok[(rule, n)] and v
                     if n == 256:
                         line.append('%s/%s: table %s %s, NT %s' % (
                             'offload' if offload else 'soft', layout, METHODS[chosen],
-                            'ok' if med.get(METHODS[chosen], 0) >= (1 - tol) * best else 'FAIL',
-                            'ok' if med.get(METHODS[nt], 0) >= (1 - tol) * best else 'FAIL'))
+                            'ok' if good['table'] else 'FAIL', 'ok' if good['NT'] else 'FAIL'))
         for k in runs_all:
             runs_all[k] += ok[k]
         print(c, 'cold 256 B:', '; '.join(line))

@@ -90,11 +90,11 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 
 // ChooseCopy returns the method that moves a payload of size bytes into a
 // UMEM frame fastest on this machine, as measured at start-up or, into a
-// cold frame from 256 B, as the grids of make bench found. coldDest says that the destination
-// frame is not in the CPU's cache and will not be read back by the CPU
-// (zero-copy: the NIC reads it by DMA, and the UMEM cycles through more
-// frames than the cache holds); offload that the checksum is completed by
-// the device, so the payload need not be summed. The Sender's Auto policy
+// cold frame from 256 B, as the grids of make bench found. coldDest says
+// that the destination frame is not in the CPU's cache and will not be
+// read back by the CPU (zero-copy: the NIC reads it by DMA, and the UMEM
+// cycles through more frames than the cache holds); offload that the
+// checksum is completed by the device, so the payload need not be summed. The Sender's Auto policy
 // and the copy-policy grid of `make bench` both use it. It allocates
 // nothing and costs a table lookup.
 //
@@ -135,12 +135,11 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 // and can move from run to run (the grid's report lists it). Without
 // offload the grid also sets NT + a sum of the (cached) source against the
 // fused copy-and-sum, into cold and into hot frames. Into cold frames from
-// 256 B ChooseCopy's own measurement was the wrong guide too, and the answer
-// there is now the rule "NT from 256 B", which is not nt's threshold
-// either: that was 256 B in 22 of the 28 grids committed before the rule
-// and 512 B in 6,
-// while NT was within the 3% gate at cold 256 B in 110 of their 112
-// cells (scripts/grid-rules.py). What is measured still decides hot
+// 256 B ChooseCopy's own measurement was the wrong guide too (see choose
+// for the evidence), and the answer there is now the rule "NT from
+// 256 B", which is not nt's threshold either: that was 256 B in 22 of the
+// 28 grids committed before the rule and 512 B in 6
+// (scripts/grid-rules.py). What is measured still decides hot
 // destinations, and cold ones below 256 B.
 // Above 64 KiB, where a payload spans whole contiguous
 // frames, nt's calibration decides: NT stores into a cold destination
