@@ -1,6 +1,9 @@
 package csum
 
-import "math/bits"
+import (
+	"math/bits"
+	"unsafe"
+)
 
 // maxChunk bounds how much one call into a kernel sums, so that the
 // assembly kernels' 64-bit lane accumulators can never overflow (see
@@ -25,21 +28,23 @@ func Sum(b []byte, initial uint32) uint32 {
 	// chain of dependent sums waits for this add and the caller's own
 	// save of the value across the call, not for the assembly's argument
 	// and result slots.
-	x := uint64(sum(b)) + uint64(initial)
+	x := uint64(sum(unsafe.SliceData(b), len(b))) + uint64(initial)
 	return uint32(x) + uint32(x>>32)
 }
 
-// sumSlow is sum (toBE of b's sum) without assembly, and for slices
-// longer than maxChunk: those are summed in chunks of maxChunk bytes (an
-// even length, so the partial sums of the chunks add up with Add).
-func sumSlow(b []byte) uint32 {
+// sumSlow is sum (toBE of the sum of the n bytes at p) without assembly,
+// and for slices longer than maxChunk: those are summed in chunks of
+// maxChunk bytes (an even length, so the partial sums of the chunks add
+// up with Add).
+func sumSlow(p *byte, n int) uint32 {
+	b := unsafe.Slice(p, n)
 	var s uint32
 	for len(b) > maxChunk {
-		s = Add(s, sum(b[:maxChunk]))
+		s = Add(s, sum(&b[0], maxChunk))
 		b = b[maxChunk:]
 	}
 	if useAsm {
-		return Add(s, sum(b))
+		return Add(s, sum(unsafe.SliceData(b), len(b)))
 	}
 	if len(b) < smallMax && useSmall {
 		return Add(s, toBE(sumSmall(b, 0)))

@@ -44,8 +44,8 @@ var (
 // Read by sum (sum_amd64.s) on every call, and computed by setDispatch
 // from the flags and thresholds above: slices shorter than scalarMax are
 // summed by the scalar code, slices of scalarMax to avx2Max bytes by the
-// inline AVX2 kernel, and the rest after the checks that the flags ask
-// for.
+// inline AVX2 kernels (see midMax), and the rest after the checks that
+// the flags ask for.
 //
 // They are set in their declaration, not by an init function, so that a
 // Sum called while another package's variables are initialized finds
@@ -54,9 +54,35 @@ var (
 //lint:ignore U1000 read by sum_amd64.s
 var scalarMax, avx2Max = dispatch()
 
+// midMax is sum's first comparison: slices shorter than it are summed by
+// the scalar code (below scalarMax) or by the AVX2 kernel for at most
+// four vectors, the others by the AVX2 kernel with its loop (up to
+// avx2Max) or after the checks. See midFor.
+//
+//lint:ignore U1000 read by sum_amd64.s
+var midMax = midFor(scalarMax, avx2Max)
+
 // setDispatch computes scalarMax and avx2Max again. The tests call it
 // after they change a flag, a threshold or maxChunk (setMaxChunk).
-func setDispatch() { scalarMax, avx2Max = dispatch() }
+func setDispatch() {
+	scalarMax, avx2Max = dispatch()
+	midMax = midFor(scalarMax, avx2Max)
+}
+
+// midFor returns midMax for scalarMax and avx2Max: 128 where the inline
+// AVX2 kernel takes every length from scalarMax to 127 (the loop-free
+// kernel for fewer than 128 bytes needs AVX2 and at least 32 bytes,
+// which scalarMax is then), else scalarMax, so that the lengths from
+// there go to the second comparison with avx2Max as before: all of them
+// to the checks without assembly, and to the scalar code without AVX2
+// (scalarMax is then the largest int), to sumAVX512 where the tests set
+// avx512Min low, to sumSlow where they set maxChunk low.
+func midFor(scalar, avx2 int) int {
+	if avx2 >= 127 {
+		return 128
+	}
+	return scalar
+}
 
 // dispatch returns scalarMax and avx2Max for the current flags and
 // thresholds.
@@ -110,7 +136,7 @@ var tailShuf = func() (t [32][32]byte) {
 // slices longer than maxChunk.
 
 //go:noescape
-func sum(b []byte) uint32
+func sum(p *byte, n int) uint32
 
 //go:noescape
 func copyAndSum(dst, src []byte, initial uint32) uint32
@@ -118,7 +144,7 @@ func copyAndSum(dst, src []byte, initial uint32) uint32
 // sumAVX512 is sum with 512-bit vectors.
 //
 //go:noescape
-func sumAVX512(b []byte) uint32
+func sumAVX512(p *byte, n int) uint32
 
 // copySumAVX2 is copyAndSum with 256-bit vectors, for len(src) >= 32.
 //

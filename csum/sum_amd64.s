@@ -197,8 +197,8 @@ copyDone:
 // integer in r: lanes of A - H<<32 + H, added across. Clobbers y1, y2.
 #define REDUCE256(ya, yh, xa, x1, y1, r) \
 	VPSLLQ       $32, yh, y1  \
-	VPSUBQ       y1, ya, ya   \
 	VPADDQ       yh, ya, ya   \
+	VPSUBQ       y1, ya, ya   \
 	VEXTRACTI128 $1, ya, x1   \
 	VPADDQ       x1, xa, xa   \
 	VPSHUFD      $0x4e, xa, x1 \
@@ -308,18 +308,28 @@ c2reduce: \
 	REDUCE256(Y0, Y4, X0, X1, Y1, AX) \
 	VZEROUPPER \
 	FOLD \
-	MOVL   AX, ret+24(FP) \
+	MOVL   AX, ret+16(FP) \
 	RET
 
-// func sum(b []byte) uint32
+// VSRET ends sum's AVX2 kernel for n < 128: it reduces the one pair of
+// accumulators and returns toBE of the sum.
+#define VSRET \
+	REDUCE256(Y1, Y5, X1, X2, Y2, AX) \
+	VZEROUPPER \
+	FOLD \
+	MOVL   AX, ret+16(FP) \
+	RET
+
+// func sum(p *byte, n int) uint32
 //
 // sum is Sum without the initial value, which Sum (inlined into its
 // caller) adds in Go: the chain of dependent sums then waits for that add
 // and the caller's own save of the value across the call, not for the
-// argument and result slots here.
-// It returns toBE of the data's sum. Three ranges, each decided by one
-// comparison with a variable that setDispatch (sum_amd64.go) computes
-// from the feature flags:
+// argument and result slots here. It takes a pointer and a length, not a
+// slice: the caller stores two words per call instead of three.
+// It returns toBE of the data's sum. Four ranges, each reached by two
+// comparisons with variables that setDispatch (sum_amd64.go) computes
+// from the feature flags (midMax, then scalarMax or avx2Max):
 //
 //   - n < scalarMax: add-with-carry code. Even lengths from 10 to 32
 //     bytes take a path with no loop and one load per 8-byte word: the
@@ -327,27 +337,32 @@ c2reduce: \
 //     end of b shifted right to drop the bytes already summed (the shift
 //     keeps every byte at its place in its word). Other lengths run the
 //     64-byte loop and a tail of exact loads.
-//   - scalarMax <= n <= avx2Max: the AVX2 kernel, inline: the last n%32
-//     bytes as one 32-byte window that ends at the end of b, with the
-//     bytes before them zeroed by a VPSHUFB control from tailShuf, which
-//     also moves every byte to the place in its 32-bit word that the
-//     scalar code gives it (none when n%32 is 0: the first vectors are
-//     then the accumulators' first values); then 128 bytes per loop
-//     iteration into two pairs of accumulators, and up to three more
-//     vectors.
+//   - scalarMax <= n < midMax (128 with AVX2): the AVX2 kernel for at
+//     most four vectors, without a loop and with one pair of
+//     accumulators: the last n%32 bytes as one 32-byte window that ends
+//     at the end of b, with the bytes before them zeroed by a VPSHUFB
+//     control from tailShuf, which also moves every byte to the place in
+//     its 32-bit word that the scalar code gives it (the last vector
+//     whole when n%32 is 0), then the whole vectors before it, added
+//     together before they are added to the window's sums.
+//   - midMax <= n <= avx2Max: the AVX2 kernel, inline: the window as
+//     above (none when n%32 is 0: the first vectors are then the
+//     accumulators' first values); then 128 bytes per loop iteration
+//     into two pairs of accumulators, and up to three more vectors.
 //   - otherwise: without assembly (useAsm false, for the tests) and for
 //     slices longer than maxChunk it tail-calls the Go function sumSlow;
 //     with AVX-512 from avx512Min bytes, sumAVX512 (the same arguments);
 //     else the scalar code.
-TEXT ·sum(SB), NOSPLIT, $0-28
-	MOVQ b_base+0(FP), SI
-	MOVQ b_len+8(FP), CX
-	CMPQ CX, ·scalarMax(SB)
-	JLT  small
+TEXT ·sum(SB), NOSPLIT, $0-20
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+	CMPQ CX, ·midMax(SB)
+	JLT  below
 	CMPQ CX, ·avx2Max(SB)
 	JGT  other
 
-	// The AVX2 kernel (n >= 32): A in Y0 and Y1, H in Y4 and Y5 (see the
+	// The AVX2 kernel (n >= 128, or n >= 32 in the tests' configurations
+	// where midMax is scalarMax): A in Y0 and Y1, H in Y4 and Y5 (see the
 	// top of this file). The last n%32 bytes come first, so that their
 	// loads are off the path to the result: the 32-byte window that ends
 	// at the end of b, shuffled by tailShuf[n%32], is the first value of
@@ -472,6 +487,92 @@ vwhole32:
 	VPXOR Y5, Y5, Y5
 	JMP   vone
 
+below:
+	CMPQ CX, ·scalarMax(SB)
+	JLT  small
+
+	// The AVX2 kernel for 32 <= n < 128: one pair of accumulators, A in
+	// Y1 and H in Y5, started from the 32-byte window that ends at the
+	// end of b (shuffled by tailShuf[n%32]; vswhole when n%32 is 0), then
+	// the whole vectors before it, as bits 6 and 5 of n say. An odd last
+	// byte goes into A alone (it has no high half).
+	MOVQ    CX, DX
+	ANDQ    $31, DX
+	JZ      vswhole
+	SHLQ    $5, DX
+	LEAQ    ·tailShuf(SB), R9
+	VMOVDQU -32(SI)(CX*1), Y1
+	VPSHUFB (R9)(DX*1), Y1, Y1
+	VPSRLQ  $32, Y1, Y5
+	TESTQ   $1, CX
+	JNZ     vsodd
+
+vsbody:
+	// The whole vectors are added together first (their loads do not
+	// wait for n), then to the window's A and H.
+	TESTQ   $64, CX
+	JZ      vs32
+	VMOVDQU 0(SI), Y2
+	VMOVDQU 32(SI), Y3
+	VPSRLQ  $32, Y2, Y6
+	VPSRLQ  $32, Y3, Y7
+	VPADDQ  Y3, Y2, Y2
+	VPADDQ  Y7, Y6, Y6
+	TESTQ   $32, CX
+	JNZ     vs96
+	VPADDQ  Y2, Y1, Y1
+	VPADDQ  Y6, Y5, Y5
+	VSRET
+
+vs96:
+	VMOVDQU 64(SI), Y3
+	VPSRLQ  $32, Y3, Y7
+	VPADDQ  Y3, Y2, Y2
+	VPADDQ  Y7, Y6, Y6
+	VPADDQ  Y2, Y1, Y1
+	VPADDQ  Y6, Y5, Y5
+	VSRET
+
+vs32:
+	TESTQ   $32, CX
+	JZ      vs0
+	VMOVDQU 0(SI), Y2
+	VPSRLQ  $32, Y2, Y6
+	VPADDQ  Y2, Y1, Y1
+	VPADDQ  Y6, Y5, Y5
+
+vs0:
+	VSRET
+
+vsodd:
+	MOVBQZX -1(SI)(CX*1), R9
+	VMOVQ   R9, X2 // zeroes the rest of Y2
+	VPADDQ  Y2, Y1, Y1
+	JMP     vsbody
+
+vswhole:
+	// n is 32, 64 or 96 (32 only in the tests' avx2 kernel set): whole
+	// vectors, the last one first.
+	VMOVDQU -32(SI)(CX*1), Y1
+	VPSRLQ  $32, Y1, Y5
+	CMPQ    CX, $64
+	JB      vs0
+	VMOVDQU 0(SI), Y2
+	VPSRLQ  $32, Y2, Y6
+	JA      vsw96
+	VPADDQ  Y2, Y1, Y1
+	VPADDQ  Y6, Y5, Y5
+	VSRET
+
+vsw96:
+	VMOVDQU 32(SI), Y3
+	VPSRLQ  $32, Y3, Y7
+	VPADDQ  Y3, Y2, Y2
+	VPADDQ  Y7, Y6, Y6
+	VPADDQ  Y2, Y1, Y1
+	VPADDQ  Y6, Y5, Y5
+	VSRET
+
 other:
 	// The scalar chain has no limit; the vector kernels' lane sums do.
 	CMPB ·useAsm(SB), $0
@@ -511,7 +612,7 @@ small:
 	ADCQ 16(SI), AX
 	ADCQ $0, AX
 	FOLD
-	MOVL AX, ret+24(FP)
+	MOVL AX, ret+16(FP)
 	RET
 
 short24:
@@ -519,14 +620,14 @@ short24:
 	ADCQ 8(SI), AX
 	ADCQ $0, AX
 	FOLD
-	MOVL AX, ret+24(FP)
+	MOVL AX, ret+16(FP)
 	RET
 
 short16:
 	ADDQ 0(SI), AX
 	ADCQ $0, AX
 	FOLD
-	MOVL AX, ret+24(FP)
+	MOVL AX, ret+16(FP)
 	RET
 
 scalar:
@@ -610,13 +711,13 @@ tail0:
 
 done:
 	FOLD
-	MOVL AX, ret+24(FP)
+	MOVL AX, ret+16(FP)
 	RET
 
 tiny:
 	SUMTINY
 	FOLD
-	MOVL AX, ret+24(FP)
+	MOVL AX, ret+16(FP)
 	RET
 
 // func copyAndSum(dst []byte, src []byte, initial uint32) uint32
@@ -730,10 +831,10 @@ tail:
 	MOVL AX, ret+56(FP)
 	RET
 
-// func sumAVX512(b []byte) uint32
-TEXT ·sumAVX512(SB), NOSPLIT, $0-28
-	MOVQ b_base+0(FP), SI
-	MOVQ b_len+8(FP), CX
+// func sumAVX512(p *byte, n int) uint32
+TEXT ·sumAVX512(SB), NOSPLIT, $0-20
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
 	XORL AX, AX
 	CMPQ CX, $32
 	JB   scalar
@@ -813,17 +914,17 @@ reduce:
 	ADCQ   $0, AX
 
 scalar:
-	CMPQ b_len+8(FP), $8
+	CMPQ n+8(FP), $8
 	JB   tiny
 	SUMTAIL
 	FOLD
-	MOVL AX, ret+24(FP)
+	MOVL AX, ret+16(FP)
 	RET
 
 tiny:
 	SUMTINY
 	FOLD
-	MOVL AX, ret+24(FP)
+	MOVL AX, ret+16(FP)
 	RET
 
 // func copySumAVX512(dst []byte, src []byte, initial uint32) uint32
