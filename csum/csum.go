@@ -65,18 +65,21 @@ func CopyAndSum(dst, src []byte, initial uint32) uint32 {
 	if len(dst) < len(src) {
 		panic("csum: CopyAndSum: dst shorter than src")
 	}
-	return copyAndSum(dst, src, initial)
+	return copyAndSum(unsafe.SliceData(dst), unsafe.SliceData(src), len(src), initial)
 }
 
-// copySumSlow is CopyAndSum without assembly, and for slices longer than maxChunk, which it copies and sums in chunks of
-// maxChunk bytes. len(dst) >= len(src).
-func copySumSlow(dst, src []byte, initial uint32) uint32 {
+// copySumSlow is copyAndSum (CopyAndSum of the n bytes at src into dst)
+// without assembly, and for slices longer than maxChunk, which it copies
+// and sums in chunks of maxChunk bytes.
+func copySumSlow(d, s *byte, n int, initial uint32) uint32 {
+	dst, src := unsafe.Slice(d, n), unsafe.Slice(s, n)
 	for len(src) > maxChunk {
-		initial = copyAndSum(dst[:maxChunk], src[:maxChunk], initial)
+		initial = copyAndSum(&dst[0], &src[0], maxChunk, initial)
 		dst, src = dst[maxChunk:], src[maxChunk:]
 	}
 	if useAsm {
-		return copyAndSum(dst, src, initial) // not slow again: len(src) <= maxChunk
+		// Not slow again: len(src) <= maxChunk.
+		return copyAndSum(unsafe.SliceData(dst), unsafe.SliceData(src), len(src), initial)
 	}
 	if len(src) < smallMax && useSmall {
 		copy(dst, src)

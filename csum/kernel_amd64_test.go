@@ -26,8 +26,8 @@ func TestVectorKernels(t *testing.T) {
 	avx512 := cpu.X86.HasAVX2 && cpu.X86.HasAVX512F
 	for _, k := range []kernel{
 		{"avx512", avx512, func(b []byte, initial uint32) uint32 { return Add(sumAVX512(unsafe.SliceData(b), len(b)), initial) }, nil},
-		{"copy-avx2", cpu.X86.HasAVX2, nil, copySumAVX2},
-		{"copy-avx512", avx512, nil, copySumAVX512},
+		{"copy-avx2", cpu.X86.HasAVX2, nil, slices2(copySumAVX2)},
+		{"copy-avx512", avx512, nil, slices2(copySumAVX512)},
 	} {
 		if !k.ok {
 			continue // the CPU lacks it (TestImplsPresent checks the flags)
@@ -93,7 +93,7 @@ func TestSumSlow(t *testing.T) {
 					t.Fatalf("asm %v, chunk %d, len %d: %#04x, want %#04x", asm, chunk, n, got, want)
 				}
 				clear(dst)
-				if got := Fold(copySumSlow(dst, buf[:n], uint32(init))); got != want || !bytes.Equal(dst[:n], buf[:n]) {
+				if got := Fold(copySumSlow(unsafe.SliceData(dst), unsafe.SliceData(buf), n, uint32(init))); got != want || !bytes.Equal(dst[:n], buf[:n]) {
 					t.Fatalf("copy: asm %v, chunk %d, len %d: %#04x, want %#04x (copy equal: %v)", asm, chunk, n, got, want, bytes.Equal(dst[:n], buf[:n]))
 				}
 			}
@@ -131,5 +131,13 @@ func TestDispatchAVX512(t *testing.T) {
 				t.Fatalf("len %d, off %d: %#04x, want %#04x", n, off, got, want)
 			}
 		}
+	}
+}
+
+// slices2 makes a copy kernel that takes pointers and a length take
+// slices, for the table of TestVectorKernels (len(dst) >= len(src)).
+func slices2(f func(dst, src *byte, n int, initial uint32) uint32) func(dst, src []byte, initial uint32) uint32 {
+	return func(dst, src []byte, initial uint32) uint32 {
+		return f(unsafe.SliceData(dst), unsafe.SliceData(src), len(src), initial)
 	}
 }

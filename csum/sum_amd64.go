@@ -139,7 +139,7 @@ var tailShuf = func() (t [32][32]byte) {
 func sum(p *byte, n int) uint32
 
 //go:noescape
-func copyAndSum(dst, src []byte, initial uint32) uint32
+func copyAndSum(dst, src *byte, n int, initial uint32) uint32
 
 // sumAVX512 is sum with 512-bit vectors.
 //
@@ -149,12 +149,12 @@ func sumAVX512(p *byte, n int) uint32
 // copySumAVX2 is copyAndSum with 256-bit vectors, for len(src) >= 32.
 //
 //go:noescape
-func copySumAVX2(dst, src []byte, initial uint32) uint32
+func copySumAVX2(dst, src *byte, n int, initial uint32) uint32
 
 // copySumAVX512 is copySumAVX2 with 512-bit vectors.
 //
 //go:noescape
-func copySumAVX512(dst, src []byte, initial uint32) uint32
+func copySumAVX512(dst, src *byte, n int, initial uint32) uint32
 
 // setMaxChunk sets maxChunk, for the tests.
 func setMaxChunk(n int) {

@@ -720,25 +720,27 @@ tiny:
 	MOVL AX, ret+16(FP)
 	RET
 
-// func copyAndSum(dst []byte, src []byte, initial uint32) uint32
+// func copyAndSum(dst, src *byte, n int, initial uint32) uint32
 //
-// copyAndSum is CopyAndSum (which the compiler inlines into a call of it),
-// len(dst) >= len(src): slices shorter than copyVectorMin (all of them
+// copyAndSum is CopyAndSum (which the compiler inlines into a call of
+// it) of the n bytes at src into dst, which has room for them; pointers
+// and a length, not two slices, so that the caller stores four argument
+// words per call instead of seven. Slices shorter than copyVectorMin (all of them
 // without AVX2) are copied and summed here, 64 bytes at a time by an
 // add-with-carry chain over the words it loads and stores, then by exact
 // loads and stores; longer ones go to the vector kernel the flags choose,
 // by a tail call. Without assembly, and for slices longer than maxChunk,
 // it tail-calls the Go function copySumSlow.
-TEXT ·copyAndSum(SB), NOSPLIT, $0-60
-	MOVQ src_len+32(FP), CX
+TEXT ·copyAndSum(SB), NOSPLIT, $0-36
+	MOVQ n+16(FP), CX
 	CMPB ·useAsm(SB), $0
 	JEQ  slow
 	CMPQ CX, ·copyVectorMin(SB)
 	JGE  vector
 
 scalar:
-	MOVQ dst_base+0(FP), DI
-	MOVQ src_base+24(FP), SI
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
 	XORL AX, AX
 	CMPQ CX, $64
 	JB   tail
@@ -780,8 +782,8 @@ loop64:
 
 tail:
 	COPYTAIL
-	FINISH(initial+48(FP))
-	MOVL AX, ret+56(FP)
+	FINISH(initial+24(FP))
+	MOVL AX, ret+32(FP)
 	RET
 
 vector:
@@ -794,14 +796,14 @@ vector:
 	JEQ  scalar
 	CMPQ CX, $32 // copyVectorMin is 0 in the tests
 	JB   scalar
-	MOVQ dst_base+0(FP), DI
-	MOVQ src_base+24(FP), SI
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
 	XORL  AX, AX
 	COPYSUMAVX2
 	TESTQ CX, CX
 	JNZ   tail
-	FINISH(initial+48(FP))
-	MOVL  AX, ret+56(FP)
+	FINISH(initial+24(FP))
+	MOVL  AX, ret+32(FP)
 	RET
 
 avx512:
@@ -815,11 +817,11 @@ avx2:
 slow:
 	JMP ·copySumSlow(SB)
 
-// func copySumAVX2(dst []byte, src []byte, initial uint32) uint32
-TEXT ·copySumAVX2(SB), NOSPLIT, $0-60
-	MOVQ dst_base+0(FP), DI
-	MOVQ src_base+24(FP), SI
-	MOVQ src_len+32(FP), CX
+// func copySumAVX2(dst, src *byte, n int, initial uint32) uint32
+TEXT ·copySumAVX2(SB), NOSPLIT, $0-36
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
 	XORL AX, AX
 	CMPQ CX, $32
 	JB   tail
@@ -827,8 +829,8 @@ TEXT ·copySumAVX2(SB), NOSPLIT, $0-60
 
 tail:
 	COPYTAIL
-	FINISH(initial+48(FP))
-	MOVL AX, ret+56(FP)
+	FINISH(initial+24(FP))
+	MOVL AX, ret+32(FP)
 	RET
 
 // func sumAVX512(p *byte, n int) uint32
@@ -927,11 +929,11 @@ tiny:
 	MOVL AX, ret+16(FP)
 	RET
 
-// func copySumAVX512(dst []byte, src []byte, initial uint32) uint32
-TEXT ·copySumAVX512(SB), NOSPLIT, $0-60
-	MOVQ dst_base+0(FP), DI
-	MOVQ src_base+24(FP), SI
-	MOVQ src_len+32(FP), CX
+// func copySumAVX512(dst, src *byte, n int, initial uint32) uint32
+TEXT ·copySumAVX512(SB), NOSPLIT, $0-36
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
 	XORL AX, AX
 	CMPQ CX, $32
 	JB   tail
@@ -1020,6 +1022,6 @@ reduce:
 
 tail:
 	COPYTAIL
-	FINISH(initial+48(FP))
-	MOVL AX, ret+56(FP)
+	FINISH(initial+24(FP))
+	MOVL AX, ret+32(FP)
 	RET

@@ -8,7 +8,9 @@ func sum(p *byte, n int) uint32 { return sumSlow(p, n) }
 
 const useAsm = false
 
-func copyAndSum(dst, src []byte, initial uint32) uint32 { return copySumSlow(dst, src, initial) }
+func copyAndSum(dst, src *byte, n int, initial uint32) uint32 {
+	return copySumSlow(dst, src, n, initial)
+}
 
 // setMaxChunk sets maxChunk, for the tests.
 func setMaxChunk(n int) { maxChunk = n }
