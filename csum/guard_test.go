@@ -18,10 +18,12 @@ import (
 // test guards correctness only; the cost of touching the next page is
 // pinned by BenchmarkSum, whose cases are named by layout.)
 func TestGuardPage(t *testing.T) {
-	// GuardLengths has every length to 256; sum's AVX2 kernel starts at
-	// 32 bytes in the avx2 kernel set (33 by default), so every length to
-	// 600 covers each of its tails (n%32) after 0 to 3 loop iterations
-	// and 0 to 3 more vectors (and some after 4 iterations).
+	// GuardLengths has every length to 256; sum's AVX2 kernels start at
+	// 32 bytes in the avx2 and avx2-loop kernel sets (33 by default), so
+	// every length to 600 covers each of the loop-free kernel's tails
+	// (n%32) below 128 bytes, and each of the looping kernel's after 0
+	// (avx2-loop) to 3 loop iterations and 0 to 3 more vectors (and some
+	// after 4 iterations).
 	lengths := asmtest.GuardLengths()
 	for n := 257; n <= 600; n++ {
 		lengths = append(lengths, n)

@@ -16,7 +16,7 @@ func TestImplsPresent(t *testing.T) {
 	flags := asmtest.CPUFlags(t)
 	want := []string{"go", "adc"}
 	if flags["avx2"] {
-		want = append(want, "avx2")
+		want = append(want, "avx2", "avx2-loop")
 	}
 	if flags["avx2"] && flags["avx512f"] {
 		want = append(want, "avx512")

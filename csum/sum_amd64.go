@@ -62,24 +62,30 @@ var scalarMax, avx2Max = dispatch()
 //lint:ignore U1000 read by sum_amd64.s
 var midMax = midFor(scalarMax, avx2Max)
 
-// setDispatch computes scalarMax and avx2Max again. The tests call it
-// after they change a flag, a threshold or maxChunk (setMaxChunk).
+// useMid is false only in the tests' avx2-loop kernel set, which sends
+// every length from scalarMax to the looping AVX2 kernel (see impls).
+var useMid = true
+
+// setDispatch computes scalarMax, avx2Max and midMax again. The tests
+// call it after they change a flag, a threshold or maxChunk
+// (setMaxChunk).
 func setDispatch() {
 	scalarMax, avx2Max = dispatch()
 	midMax = midFor(scalarMax, avx2Max)
 }
 
-// midFor returns midMax for scalarMax and avx2Max: 128 where the inline
-// AVX2 kernel takes every length from scalarMax to 127 (the loop-free
-// kernel for fewer than 128 bytes needs AVX2 and at least 32 bytes,
-// which scalarMax is then), else scalarMax, so that the lengths from
-// there go to the second comparison with avx2Max as before: all of them
-// to the checks without assembly, and to the scalar code without AVX2
-// (scalarMax is then the largest int), to sumAVX512 where the tests set
-// avx512Min low, to sumSlow where they set maxChunk low.
+// midFor returns midMax for scalarMax and avx2Max: 128 (or scalarMax,
+// if that is larger) where the inline AVX2 kernel takes every length
+// from scalarMax to 127 (the loop-free kernel for fewer than 128 bytes
+// needs AVX2 and at least 32 bytes, which scalarMax is then), else
+// scalarMax, so that the lengths from there go to the second comparison
+// with avx2Max as before: all of them to the checks without assembly,
+// and to the scalar code without AVX2 (scalarMax is then the largest
+// int), to sumAVX512 where the tests set avx512Min low, to sumSlow where
+// they set maxChunk low, to the looping AVX2 kernel without useMid.
 func midFor(scalar, avx2 int) int {
-	if avx2 >= 127 {
-		return 128
+	if avx2 >= 127 && useMid {
+		return max(scalar, 128)
 	}
 	return scalar
 }
@@ -128,8 +134,8 @@ var tailShuf = func() (t [32][32]byte) {
 	return t
 }()
 
-// sum returns toBE of b's sum, and copyAndSum is CopyAndSum (len(dst) >=
-// len(src)): see sum_amd64.s. sum runs the AVX2 kernel inline (a call
+// sum returns toBE of the sum of the n bytes at p, and copyAndSum is
+// CopyAndSum of the n bytes at src into dst: see sum_amd64.s. sum runs the AVX2 kernel inline (a call
 // less) and reaches the AVX-512 kernel by a tail call (the kernels take
 // the same arguments); copyAndSum runs its AVX2 kernel inline too. Both
 // reach the Go functions sumSlow and copySumSlow without assembly and for
@@ -146,7 +152,7 @@ func copyAndSum(dst, src *byte, n int, initial uint32) uint32
 //go:noescape
 func sumAVX512(p *byte, n int) uint32
 
-// copySumAVX2 is copyAndSum with 256-bit vectors, for len(src) >= 32.
+// copySumAVX2 is copyAndSum with 256-bit vectors, for n >= 32.
 //
 //go:noescape
 func copySumAVX2(dst, src *byte, n int, initial uint32) uint32
@@ -165,21 +171,22 @@ func setMaxChunk(n int) {
 // impls lists the kernel sets this machine can run, for the tests. Each
 // assembly set is used for every length it can take (thresholds 0 for
 // the vector sets: sum's vector kernels from 32 bytes, setDispatch's
-// floor for the AVX2 tail window, and the scalar code below;
+// floor for the AVX2 tail window, and the scalar code below; in
+// avx2-loop without the loop-free kernel below 128 bytes;
 // copyAndSum's from 0, with their scalar tails; the
 // scalar code of sum and copyAndSum for every length in adc); "go" is
 // the pure-Go build's kernels, with sumSmall below 32 bytes.
 // TestVectorKernels calls the vector kernels directly, too.
 var impls = func() []impl {
 	type state struct {
-		asm, avx2, avx512, small bool
-		vec, v512, cvec, c512    int
+		asm, avx2, avx512, small, noMid bool
+		vec, v512, cvec, c512           int
 	}
 	get := func() state {
-		return state{useAsm, useAVX2, useAVX512, useSmall, vectorMin, avx512Min, copyVectorMin, avx512CopyMin}
+		return state{useAsm, useAVX2, useAVX512, useSmall, !useMid, vectorMin, avx512Min, copyVectorMin, avx512CopyMin}
 	}
 	put := func(s state) {
-		useAsm, useAVX2, useAVX512, useSmall = s.asm, s.avx2, s.avx512, s.small
+		useAsm, useAVX2, useAVX512, useSmall, useMid = s.asm, s.avx2, s.avx512, s.small, !s.noMid
 		vectorMin, avx512Min, copyVectorMin, avx512CopyMin = s.vec, s.v512, s.cvec, s.c512
 		setDispatch()
 	}
@@ -197,6 +204,10 @@ var impls = func() []impl {
 	}
 	if cpu.X86.HasAVX2 {
 		l = append(l, impl{"avx2", set(state{asm: true, avx2: true})})
+		// The looping AVX2 kernel for every length from 32 bytes, whose
+		// paths for fewer than 128 bytes the loop-free kernel takes over
+		// in the other sets.
+		l = append(l, impl{"avx2-loop", set(state{asm: true, avx2: true, noMid: true})})
 	}
 	if cpu.X86.HasAVX2 && cpu.X86.HasAVX512F {
 		l = append(l, impl{"avx512", set(state{asm: true, avx2: true, avx512: true})})

@@ -479,8 +479,9 @@ vwhole96:
 	VRET
 
 vwhole32:
-	// Only the tests' avx2 kernel set (scalarMax 32) comes here: by
-	// default 32 bytes take the scalar code.
+	// Only the tests' avx2-loop kernel set (scalarMax 32, midMax 32)
+	// comes here: by default 32 bytes take the scalar code, and 33-127
+	// bytes the loop-free kernel.
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y4, Y4, Y4
