@@ -1,9 +1,12 @@
 package nt
 
-// minNT is the smallest copy for which Copy uses nontemporal stores; below it
-// Copy is the builtin copy. It is a variable so that tests can lower it. See
-// the package documentation for the measurement behind the value.
-var minNT = 256
+// MinSize is the smallest copy for which Copy uses nontemporal stores
+// (where Supported); below it Copy is the builtin copy. See the package
+// documentation for the measurement behind the value.
+const MinSize = 256
+
+// minNT is MinSize, a variable so that tests can lower it.
+var minNT = MinSize
 
 // Copy copies min(len(dst), len(src)) bytes from src to dst and returns that
 // count, like the builtin copy. On amd64 the whole 64-byte lines of dst are

@@ -301,9 +301,9 @@ const (
 	payloadOff  = 42 // Ethernet + IPv4 + UDP
 	fenceEvery  = 64 // the Sender's default batch
 	trialBytes  = 256 << 10
-	ntMin       = 256  // nt.Copy's cut-over to NT stores (nt's doc)
-	srcSpan     = 4096 // payload sources start in the first page of a buffer...
-	srcOffsets  = 8    // ...at 8 offsets, 520 bytes apart
+	ntMin       = nt.MinSize // nt.Copy's cut-over to NT stores
+	srcSpan     = 4096       // payload sources start in the first page of a buffer...
+	srcOffsets  = 8          // ...at 8 offsets, 520 bytes apart
 )
 
 // srcOffset is where the i-th payload of a trial starts in the source
