@@ -345,10 +345,10 @@ c2reduce: \
 //     its 32-bit word that the scalar code gives it (the last vector
 //     whole when n%32 is 0), then the whole vectors before it, added
 //     together before they are added to the window's sums.
-//   - midMax <= n <= avx2Max: the AVX2 kernel, inline: the window as
-//     above (none when n%32 is 0: the first vectors are then the
-//     accumulators' first values); then 128 bytes per loop iteration
-//     into two pairs of accumulators, and up to three more vectors.
+//   - midMax <= n <= avx2Max: the AVX2 kernel, inline: the first 128
+//     bytes are the first values of two pairs of accumulators, the
+//     window as above is added to them (none when n%32 is 0); then 128
+//     bytes per loop iteration, and up to three more vectors.
 //   - otherwise: without assembly (useAsm false, for the tests) and for
 //     slices longer than maxChunk it tail-calls the Go function sumSlow;
 //     with AVX-512 from avx512Min bytes, sumAVX512 (the same arguments);
@@ -365,18 +365,55 @@ TEXT ·sum(SB), NOSPLIT, $0-20
 	// where midMax is scalarMax): A in Y0 and Y1, H in Y4 and Y5 (see the
 	// top of this file). The last n%32 bytes come first, so that their
 	// loads are off the path to the result: the 32-byte window that ends
-	// at the end of b, shuffled by tailShuf[n%32], is the first value of
-	// A1 and H1 (when n%32 is 0 there is none: vwhole). An odd
-	// last byte, which the control leaves out, is the first value of A0
-	// (it has no high half), as the low byte of a lane. The loop runs to
-	// an end pointer (DX), so that it carries two scalar instructions.
+	// at the end of b, shuffled by tailShuf[n%32] (when n%32 is 0 there
+	// is none: vwhole). From 128 bytes, as in vwhole, the first block's
+	// four vectors are the accumulators' first values, and the window is
+	// added to A1 and H1; an odd last byte, which the control leaves out,
+	// is added to A0 alone (it has no high half), as the low byte of a
+	// lane. Below 128 bytes (vwsmall: only where the tests send them
+	// here) the window is the first value of A1 and H1, and an odd last
+	// byte that of A0. The loop runs to an end pointer (DX), so that it
+	// carries two scalar instructions.
 	MOVQ    CX, DX
 	ANDQ    $31, DX
 	JZ      vwhole // n%32 == 0: no tail window
 	SHLQ    $5, DX
 	LEAQ    ·tailShuf(SB), R9
-	VMOVDQU -32(SI)(CX*1), Y1
-	VPSHUFB (R9)(DX*1), Y1, Y1
+	VMOVDQU -32(SI)(CX*1), Y10
+	VPSHUFB (R9)(DX*1), Y10, Y10
+	CMPQ    CX, $128
+	JB      vwsmall
+	VMOVDQU 0(SI), Y0
+	VMOVDQU 32(SI), Y1
+	VMOVDQU 64(SI), Y8
+	VMOVDQU 96(SI), Y9
+	VPSRLQ  $32, Y0, Y4
+	VPSRLQ  $32, Y1, Y5
+	ACC2(Y8, Y9)
+	VPADDQ  Y10, Y1, Y1
+	VPSRLQ  $32, Y10, Y10
+	VPADDQ  Y10, Y5, Y5
+	TESTQ   $1, CX
+	JNZ     vodd2
+
+vw2:
+	SUBQ $-128, SI
+	MOVQ CX, DX
+	ANDQ $-128, DX
+	SUBQ $128, DX // the whole blocks after the first
+	JZ   vwholeRest
+	ADDQ SI, DX
+	JMP  vloop
+
+vodd2:
+	MOVBQZX -1(SI)(CX*1), R9
+	VMOVQ   R9, X8 // zeroes the rest of Y8
+	VPADDQ  Y8, Y0, Y0
+	JMP     vw2
+
+vwsmall:
+	// n < 128: only in the tests' avx2-loop kernel set.
+	VMOVDQU Y10, Y1
 	VPSRLQ  $32, Y1, Y5
 	VPXOR   Y4, Y4, Y4
 	TESTQ   $1, CX
