@@ -300,6 +300,30 @@ c2reduce: \
 	REDUCE256(Y0, Y4, X0, X1, Y1, AX) \
 	VZEROUPPER
 
+// VFIRST makes sum's first 128 bytes at SI the first values of its AVX2
+// kernel's accumulators (A in Y0 and Y1, H in Y4 and Y5). Clobbers Y8,
+// Y9.
+#define VFIRST \
+	VMOVDQU 0(SI), Y0  \
+	VMOVDQU 32(SI), Y1 \
+	VMOVDQU 64(SI), Y8 \
+	VMOVDQU 96(SI), Y9 \
+	VPSRLQ  $32, Y0, Y4 \
+	VPSRLQ  $32, Y1, Y5 \
+	ACC2(Y8, Y9)
+
+// VNEXT goes on after VFIRST: to the loop over the whole blocks after
+// the first (DX its end pointer), or, with none, to what bits 6 and 5
+// of n leave (vwholeRest).
+#define VNEXT \
+	SUBQ $-128, SI \
+	MOVQ CX, DX    \
+	ANDQ $-128, DX \
+	SUBQ $128, DX  \
+	JZ   vwholeRest \
+	ADDQ SI, DX    \
+	JMP  vloop
+
 // VRET ends sum's AVX2 kernel: it adds the two pairs of accumulators
 // together, reduces them and returns toBE of the sum.
 #define VRET \
@@ -383,13 +407,7 @@ TEXT ·sum(SB), NOSPLIT, $0-20
 	VPSHUFB (R9)(DX*1), Y10, Y10
 	CMPQ    CX, $128
 	JB      vwsmall
-	VMOVDQU 0(SI), Y0
-	VMOVDQU 32(SI), Y1
-	VMOVDQU 64(SI), Y8
-	VMOVDQU 96(SI), Y9
-	VPSRLQ  $32, Y0, Y4
-	VPSRLQ  $32, Y1, Y5
-	ACC2(Y8, Y9)
+	VFIRST
 	VPADDQ  Y10, Y1, Y1
 	VPSRLQ  $32, Y10, Y10
 	VPADDQ  Y10, Y5, Y5
@@ -397,13 +415,7 @@ TEXT ·sum(SB), NOSPLIT, $0-20
 	JNZ     vodd2
 
 vw2:
-	SUBQ $-128, SI
-	MOVQ CX, DX
-	ANDQ $-128, DX
-	SUBQ $128, DX // the whole blocks after the first
-	JZ   vwholeRest
-	ADDQ SI, DX
-	JMP  vloop
+	VNEXT
 
 vodd2:
 	MOVBQZX -1(SI)(CX*1), R9
@@ -482,20 +494,8 @@ vwhole:
 	// would then come before the first add.
 	CMPQ    CX, $128
 	JB      vwhole96
-	VMOVDQU 0(SI), Y0
-	VMOVDQU 32(SI), Y1
-	VMOVDQU 64(SI), Y8
-	VMOVDQU 96(SI), Y9
-	VPSRLQ  $32, Y0, Y4
-	VPSRLQ  $32, Y1, Y5
-	ACC2(Y8, Y9)
-	SUBQ    $-128, SI
-	MOVQ    CX, DX
-	ANDQ    $-128, DX
-	SUBQ    $128, DX // the whole blocks after the first
-	JZ      vwholeRest
-	ADDQ    SI, DX
-	JMP     vloop
+	VFIRST
+	VNEXT
 
 vwholeRest:
 	TESTQ $96, CX
