@@ -300,6 +300,14 @@ c2reduce: \
 	REDUCE256(Y0, Y4, X0, X1, Y1, AX) \
 	VZEROUPPER
 
+// ADDODD(xt, yt, ya) adds the odd last byte of the CX bytes at SI to the
+// A accumulator ya alone (it has no high half), as the low byte of a
+// lane. Clobbers R9 and yt (xt its low half).
+#define ADDODD(xt, yt, ya) \
+	MOVBQZX -1(SI)(CX*1), R9 \
+	VMOVQ   R9, xt \
+	VPADDQ  yt, ya, ya
+
 // VFIRST makes sum's first 128 bytes at SI the first values of its AVX2
 // kernel's accumulators (A in Y0 and Y1, H in Y4 and Y5). Clobbers Y8,
 // Y9.
@@ -343,6 +351,18 @@ c2reduce: \
 	FOLD \
 	MOVL   AX, ret+16(FP) \
 	RET
+
+// VSLAST(off) ends sum's kernel below 128 bytes with three whole
+// vectors: it adds the one at off(SI) to the sum of the other two (A in
+// Y2, H in Y6), that to the window's A and H (Y1, Y5), and returns.
+#define VSLAST(off) \
+	VMOVDQU off(SI), Y3 \
+	VPSRLQ  $32, Y3, Y7 \
+	VPADDQ  Y3, Y2, Y2  \
+	VPADDQ  Y7, Y6, Y6  \
+	VPADDQ  Y2, Y1, Y1  \
+	VPADDQ  Y6, Y5, Y5  \
+	VSRET
 
 // func sum(p *byte, n int) uint32
 //
@@ -418,9 +438,7 @@ vw2:
 	VNEXT
 
 vodd2:
-	MOVBQZX -1(SI)(CX*1), R9
-	VMOVQ   R9, X8 // zeroes the rest of Y8
-	VPADDQ  Y8, Y0, Y0
+	ADDODD(X8, Y8, Y0)
 	JMP     vw2
 
 vwsmall:
@@ -563,13 +581,7 @@ vsbody:
 	VSRET
 
 vs96:
-	VMOVDQU 64(SI), Y3
-	VPSRLQ  $32, Y3, Y7
-	VPADDQ  Y3, Y2, Y2
-	VPADDQ  Y7, Y6, Y6
-	VPADDQ  Y2, Y1, Y1
-	VPADDQ  Y6, Y5, Y5
-	VSRET
+	VSLAST(64)
 
 vs32:
 	TESTQ   $32, CX
@@ -583,9 +595,7 @@ vs0:
 	VSRET
 
 vsodd:
-	MOVBQZX -1(SI)(CX*1), R9
-	VMOVQ   R9, X2 // zeroes the rest of Y2
-	VPADDQ  Y2, Y1, Y1
+	ADDODD(X2, Y2, Y1)
 	JMP     vsbody
 
 vswhole:
@@ -603,13 +613,7 @@ vswhole:
 	VSRET
 
 vsw96:
-	VMOVDQU 32(SI), Y3
-	VPSRLQ  $32, Y3, Y7
-	VPADDQ  Y3, Y2, Y2
-	VPADDQ  Y7, Y6, Y6
-	VPADDQ  Y2, Y1, Y1
-	VPADDQ  Y6, Y5, Y5
-	VSRET
+	VSLAST(32)
 
 other:
 	// The scalar chain has no limit; the vector kernels' lane sums do.
