@@ -63,7 +63,8 @@ var scalarMax, avx2Max = dispatch()
 var midMax = midFor(scalarMax, avx2Max)
 
 // useMid is false only in the tests' avx2-loop kernel set, which sends
-// every length from scalarMax to the looping AVX2 kernel (see impls).
+// every length from scalarMax to the looping AVX2 kernel (see impls; a
+// maxChunk below 127 does the same for the lengths up to it).
 var useMid = true
 
 // setDispatch computes scalarMax, avx2Max and midMax again. The tests

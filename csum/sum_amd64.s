@@ -390,9 +390,9 @@ c2reduce: \
 //     whole when n%32 is 0), then the whole vectors before it, added
 //     together before they are added to the window's sums.
 //   - midMax <= n <= avx2Max: the AVX2 kernel, inline: the first 128
-//     bytes are the first values of two pairs of accumulators, the
-//     window as above is added to them (none when n%32 is 0); then 128
-//     bytes per loop iteration, and up to three more vectors.
+//     bytes seed two pairs of accumulators, the window as above is added
+//     to the second pair (none when n%32 is 0); then 128 bytes per loop
+//     iteration, and up to three more vectors.
 //   - otherwise: without assembly (useAsm false, for the tests) and for
 //     slices longer than maxChunk it tail-calls the Go function sumSlow;
 //     with AVX-512 from avx512Min bytes, sumAVX512 (the same arguments);
@@ -411,8 +411,8 @@ TEXT ·sum(SB), NOSPLIT, $0-20
 	// loads are off the path to the result: the 32-byte window that ends
 	// at the end of b, shuffled by tailShuf[n%32] (when n%32 is 0 there
 	// is none: vwhole). From 128 bytes, as in vwhole, the first block's
-	// four vectors are the accumulators' first values, and the window is
-	// added to A1 and H1; an odd last byte, which the control leaves out,
+	// first two vectors are the accumulators' first values and the other
+	// two are added to them, and the window is added to A1 and H1; an odd last byte, which the control leaves out,
 	// is added to A0 alone (it has no high half), as the low byte of a
 	// lane. Below 128 bytes (vwsmall: only where the tests send them
 	// here) the window is the first value of A1 and H1, and an odd last
@@ -442,7 +442,8 @@ vodd2:
 	JMP     vw2
 
 vwsmall:
-	// n < 128: only in the tests' avx2-loop kernel set.
+	// n < 128: only where the tests send them here (the avx2-loop
+	// kernel set, and a maxChunk below 127: TestChunks, TestSumSlow).
 	VMOVDQU Y10, Y1
 	VPSRLQ  $32, Y1, Y5
 	VPXOR   Y4, Y4, Y4
@@ -534,9 +535,10 @@ vwhole96:
 	VRET
 
 vwhole32:
-	// Only the tests' avx2-loop kernel set (scalarMax 32, midMax 32)
-	// comes here: by default 32 bytes take the scalar code, and 33-127
-	// bytes the loop-free kernel.
+	// Only the tests come here (the avx2-loop kernel set, where
+	// scalarMax and midMax are 32, and a maxChunk below 127): by default
+	// 32 bytes take the scalar code, and 33-127 bytes the loop-free
+	// kernel.
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y4, Y4, Y4
