@@ -48,23 +48,16 @@ var (
 // Read by sum (sum_amd64.s) on every call, and computed by setDispatch
 // from the flags and thresholds above: slices shorter than scalarMax are
 // summed by the scalar code, slices of scalarMax to avx2Max bytes by the
-// inline AVX2 kernels (see midMax), and the rest after the checks that
-// the flags ask for.
+// inline AVX2 kernels (midMax, sum's first comparison, splits them: the
+// loop-free kernel below it, the looping one from it), and the rest
+// after the checks that the flags ask for.
 //
 // They are set in their declaration, not by an init function, so that a
 // Sum called while another package's variables are initialized finds
 // them set.
 //
 //lint:ignore U1000 read by sum_amd64.s
-var scalarMax, avx2Max = dispatch()
-
-// midMax is sum's first comparison: slices shorter than it are summed by
-// the scalar code (below scalarMax) or by the AVX2 kernel for at most
-// four vectors, the others by the AVX2 kernel with its loop (up to
-// avx2Max) or after the checks. See midFor.
-//
-//lint:ignore U1000 read by sum_amd64.s
-var midMax = midFor(scalarMax, avx2Max)
+var scalarMax, avx2Max, midMax = dispatch()
 
 // useMid is false only in the tests' avx2-loop kernel set, which sends
 // every length from scalarMax to the looping AVX2 kernel (see impls; a
@@ -74,42 +67,35 @@ var useMid = true
 // setDispatch computes scalarMax, avx2Max and midMax again. The tests
 // call it after they change a flag, a threshold or maxChunk
 // (setMaxChunk).
-func setDispatch() {
-	scalarMax, avx2Max = dispatch()
-	midMax = midFor(scalarMax, avx2Max)
-}
+func setDispatch() { scalarMax, avx2Max, midMax = dispatch() }
 
-// midFor returns midMax for scalarMax and avx2Max: 128 (or scalarMax,
-// if that is larger) where the inline AVX2 kernel takes every length
-// from scalarMax to 127 (the loop-free kernel for fewer than 128 bytes
-// needs AVX2 and at least 32 bytes, which scalarMax is then), else
-// scalarMax, so that the lengths from there go to the second comparison
-// with avx2Max as before: all of them to the checks without assembly,
-// and to the scalar code without AVX2 (scalarMax is then the largest
-// int), to sumAVX512 where the tests set avx512Min low, to sumSlow where
-// they set maxChunk low, to the looping AVX2 kernel without useMid.
-func midFor(scalar, avx2 int) int {
-	if avx2 >= 127 && useMid {
-		return max(scalar, 128)
-	}
-	return scalar
-}
-
-// dispatch returns scalarMax and avx2Max for the current flags and
-// thresholds.
-func dispatch() (scalar, avx2 int) {
+// dispatch returns scalarMax, avx2Max and midMax for the current flags
+// and thresholds. midMax is 128 (or scalarMax, if that is larger) where
+// the inline AVX2 kernel takes every length from scalarMax to 127 (the
+// loop-free kernel for fewer than 128 bytes needs AVX2 and at least 32
+// bytes, which scalarMax is then), else scalarMax, so that the lengths
+// from there go to the second comparison, with avx2Max: all of them to
+// the checks without assembly, and to the scalar code without AVX2
+// (scalarMax is then the largest int), to sumAVX512 where the tests set
+// avx512Min low, to sumSlow where they set maxChunk low, to the looping
+// AVX2 kernel without useMid.
+func dispatch() (scalar, avx2, mid int) {
 	switch {
 	case !useAsm:
-		return 0, -1 // every length to the checks: sumSlow
+		return 0, -1, 0 // every length to the checks: sumSlow
 	case !useAVX2:
-		return math.MaxInt, -1
+		return math.MaxInt, -1, math.MaxInt
 	}
 	scalar = max(vectorMin, 32) // the kernel's last window is 32 bytes
 	avx2 = maxChunk
 	if useAVX512 {
 		avx2 = min(avx2, avx512Min-1)
 	}
-	return scalar, avx2
+	mid = scalar
+	if avx2 >= 127 && useMid {
+		mid = max(scalar, 128)
+	}
+	return scalar, avx2, mid
 }
 
 // tailShuf[r], r = n%32, is the VPSHUFB control with which sum adds
@@ -140,11 +126,11 @@ var tailShuf = func() (t [32][32]byte) {
 }()
 
 // sum returns toBE of the sum of the n bytes at p, and copyAndSum is
-// CopyAndSum of the n bytes at src into dst: see sum_amd64.s. sum runs the AVX2 kernel inline (a call
-// less) and reaches the AVX-512 kernel by a tail call (the kernels take
-// the same arguments); copyAndSum runs its AVX2 kernel inline too. Both
-// reach the Go functions sumSlow and copySumSlow without assembly and for
-// slices longer than maxChunk.
+// CopyAndSum of the n bytes at src into dst: see sum_amd64.s. sum runs
+// its AVX2 kernels inline (a call less) and reaches the AVX-512 kernel
+// by a tail call (the kernels take the same arguments); copyAndSum runs
+// its AVX2 kernel inline too. Both reach the Go functions sumSlow and
+// copySumSlow without assembly and for slices longer than maxChunk.
 
 //go:noescape
 func sum(p *byte, n int) uint32

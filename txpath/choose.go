@@ -94,9 +94,9 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 // that the destination frame is not in the CPU's cache and will not be
 // read back by the CPU (zero-copy: the NIC reads it by DMA, and the UMEM
 // cycles through more frames than the cache holds); offload that the
-// checksum is completed by the device, so the payload need not be summed. The Sender's Auto policy
-// and the copy-policy grid of `make bench` both use it. It allocates
-// nothing and costs a table lookup.
+// checksum is completed by the device, so the payload need not be
+// summed. The Sender's Auto policy and the copy-policy grid of `make
+// bench` both use it. It allocates nothing and costs a table lookup.
 //
 // It decides from measurements taken once per process, on first use
 // (Prepare takes them ahead; a Sender with the Auto policy does so in New):
