@@ -16,6 +16,8 @@ const (
 	ethtoolSRXCSUM = 0x15 // set RX checksum offload
 	ethtoolGTXCSUM = 0x16 // get TX checksum offload (legacy, all NETIF_F_CSUM_MASK bits)
 	ethtoolSTXCSUM = 0x17 // set TX checksum offload
+	ethtoolGGRO    = 0x2b // get generic receive offload
+	ethtoolSGRO    = 0x2c // set generic receive offload
 )
 
 // ethtoolValue is struct ethtool_value.
