@@ -67,4 +67,15 @@
 // copy mode ([ModeAuto]); [ModeCopy] and [ModeZeroCopy] force one.
 // [Socket.ZeroCopy] tells which the kernel gave. veth supports copy mode
 // only.
+//
+// # NAPI deferral
+//
+// [SetNAPIDeferral] sets a device's interrupt deferral
+// (napi_defer_hard_irqs, gro_flush_timeout and, on Linux 6.14, the
+// busy-poll irq_suspend_timeout) through the netdev family's napi-set
+// (Linux 6.13), or through the device's sysfs files on older kernels,
+// and puts the old settings back on [NAPIChange.Restore]. The kernel then
+// fills the RX ring in batches, and a receiver that sleeps wakes once per
+// batch: make bench's "NAPI deferral" rows. xdprecv -napi-defer and
+// -napi-gro-flush use it.
 package xsk

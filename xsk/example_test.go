@@ -58,3 +58,21 @@ func ExampleDevice() {
 	}
 	fmt.Println(info.HardwareAddr, info.Driver, info.RxQueues, info.TxCsumOffload, info.XDPFeatures)
 }
+
+// The kernel's NAPI deferral on a receiving device for as long as a
+// receiver runs: packets reach the RX ring in batches, at most 200µs late,
+// and a receiver that sleeps wakes once per batch.
+func ExampleSetNAPIDeferral() {
+	prog, err := xsk.AttachProgram("eth0", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer prog.Close()
+	c, err := xsk.SetNAPIDeferral("eth0", xsk.NAPIDeferral{DeferHardIRQs: 2, GROFlushTimeout: 200 * time.Microsecond})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Restore() // before prog.Close: veth's NAPI instances go with the program
+	fmt.Println("NAPI deferral set via", c.Via())
+	// ... register sockets with prog, receive ...
+}

@@ -1,0 +1,262 @@
+package xsk
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/xdpkit/xdpkit/internal/netdev"
+)
+
+// NAPIDeferral is the kernel's interrupt deferral on a device's NAPI
+// instances. After a poll that found packets the kernel leaves the
+// device's interrupt off for up to DeferHardIRQs polls that find none,
+// and a timer of GROFlushTimeout polls the NAPI instead; so the packets
+// reach the RX ring in batches, and a receiver that sleeps on its socket
+// wakes once per batch instead of once per interrupt, at up to
+// GROFlushTimeout of added latency. On veth the "interrupt" is the
+// sending CPU's napi_schedule. make bench's "NAPI deferral" rows use
+// DeferHardIRQs 2 and GROFlushTimeout 200µs; both 0 turn deferral off.
+type NAPIDeferral struct {
+	DeferHardIRQs   uint32        // napi_defer_hard_irqs
+	GROFlushTimeout time.Duration // gro_flush_timeout
+	// IRQSuspendTimeout (Linux 6.14, netdev napi-set only) keeps the
+	// interrupt off while a busy-polling application finds packets, up
+	// to this long after its last poll. 0 leaves it as it is.
+	IRQSuspendTimeout time.Duration
+}
+
+// NAPIChange is what SetNAPIDeferral changed. Restore puts it back.
+type NAPIChange struct {
+	ifname string
+	via    string
+	napis  []netdev.NAPI // napi-set: the instances and their old settings
+	irqs   bool          // napi-set: irq-suspend-timeout was changed too
+	old    sysfsNAPI     // sysfs: the device's old values
+	done   bool
+}
+
+// sysfsNAPI is a device's per-device NAPI settings in sysfs.
+type sysfsNAPI struct {
+	irqs  uint32
+	flush time.Duration
+}
+
+// Via says how the change was made: "netdev napi-set" with the number of
+// NAPI instances, or "sysfs" (the device's napi_defer_hard_irqs and
+// gro_flush_timeout, which also apply to NAPI instances made later).
+func (c *NAPIChange) Via() string { return c.via }
+
+// ErrNAPISysfs is returned by SetNAPIDeferral when it would have to use
+// sysfs, and the sysfs mounted at /sys/class/net shows another network
+// namespace than the calling thread's (a thread that entered a namespace
+// with setns; ip netns exec mounts a matching one).
+var ErrNAPISysfs = errors.New("xsk: /sys/class/net shows another network namespace than the calling thread's")
+
+// SetNAPIDeferral sets the interrupt deferral of every NAPI instance of
+// the device ifname, in the calling thread's network namespace, and
+// returns the change, whose Restore puts the old settings back (from the
+// same namespace). It needs CAP_NET_ADMIN.
+//
+// It uses the netdev family's napi-set (Linux 6.13) on each NAPI instance
+// the device has. Where the kernel lacks napi-set or the netdev family
+// (Ubuntu 22.04 and 24.04, RHEL 9), or the device has no NAPI instance
+// yet (veth polls NAPIs only with an XDP program attached or GRO on), it
+// writes the device's sysfs files instead (napi_defer_hard_irqs, Linux
+// 5.11; gro_flush_timeout), which apply to the device's NAPI instances
+// now and later. Only napi-set has IRQSuspendTimeout: asked for without
+// it, SetNAPIDeferral returns an error that matches
+// errors.ErrUnsupported and changes nothing.
+//
+// Restore before the NAPI instances go (on veth: before detaching the XDP
+// program, unless GRO is on): napi-set cannot reach them after, and a
+// driver that keeps per-queue NAPI settings (Linux 6.13) would give ours
+// to the next instances. veth does not keep them.
+func SetNAPIDeferral(ifname string, d NAPIDeferral) (*NAPIChange, error) {
+	if d.GROFlushTimeout < 0 || d.IRQSuspendTimeout < 0 || d.DeferHardIRQs > math.MaxInt32 {
+		return nil, fmt.Errorf("xsk: NAPI deferral on %s: %+v out of range", ifname, d)
+	}
+	ifi, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %w", ErrNoDevice, ifname, err)
+	}
+	c := &NAPIChange{ifname: ifname}
+	napis, err := netdev.NAPIs(ifi.Index)
+	switch {
+	case err != nil && !errors.Is(err, errors.ErrUnsupported):
+		return nil, fmt.Errorf("xsk: NAPI deferral on %s: %w", ifname, err)
+	case err == nil && len(napis) > 0:
+		err := c.napiSet(napis, d)
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, errors.ErrUnsupported) || d.IRQSuspendTimeout > 0 {
+			return nil, fmt.Errorf("xsk: NAPI deferral on %s: %w", ifname, err)
+		}
+		// Linux 6.8 to 6.12: napi-get without napi-set.
+	}
+	if d.IRQSuspendTimeout > 0 {
+		return nil, fmt.Errorf("xsk: NAPI deferral on %s: irq-suspend-timeout needs napi-set (Linux 6.14): %w", ifname, errors.ErrUnsupported)
+	}
+	if err := c.sysfsSet(d); err != nil {
+		if errors.Is(err, ErrNAPISysfs) {
+			return nil, fmt.Errorf("%w (NAPI deferral on %s needs sysfs: no napi-set here, or no NAPI instance yet)", err, ifname)
+		}
+		return nil, fmt.Errorf("xsk: NAPI deferral on %s: %w", ifname, err)
+	}
+	return c, nil
+}
+
+// napiSet sets d on each of napis; on an error it puts back the ones it
+// changed.
+func (c *NAPIChange) napiSet(napis []netdev.NAPI, d NAPIDeferral) error {
+	set := netdev.NAPISettings{DeferHardIRQs: &d.DeferHardIRQs, GROFlushTimeout: &d.GROFlushTimeout}
+	if d.IRQSuspendTimeout > 0 {
+		set.IRQSuspendTimeout = &d.IRQSuspendTimeout
+	}
+	for i, n := range napis {
+		if err := netdev.SetNAPI(n.ID, set); err != nil {
+			c.napis, c.irqs = napis[:i], d.IRQSuspendTimeout > 0
+			return errors.Join(err, c.napiRestore())
+		}
+	}
+	c.napis, c.irqs = napis, d.IRQSuspendTimeout > 0
+	c.via = fmt.Sprintf("netdev napi-set (%d NAPI instances)", len(napis))
+	return nil
+}
+
+func (c *NAPIChange) napiRestore() error {
+	var errs []error
+	for _, n := range c.napis {
+		old := netdev.NAPISettings{DeferHardIRQs: &n.DeferHardIRQs, GROFlushTimeout: &n.GROFlushTimeout}
+		if c.irqs {
+			old.IRQSuspendTimeout = &n.IRQSuspendTimeout
+		}
+		if err := netdev.SetNAPI(n.ID, old); err != nil {
+			errs = append(errs, fmt.Errorf("NAPI %d: %w", n.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sysfsDir is where the per-device files are.
+const sysfsDir = "/sys/class/net"
+
+func (c *NAPIChange) sysfsSet(d NAPIDeferral) error {
+	if err := sysfsMatches(); err != nil {
+		return err
+	}
+	old, err := sysfsRead(c.ifname)
+	if err != nil {
+		return err
+	}
+	c.old = old
+	if err := sysfsWrite(c.ifname, sysfsNAPI{d.DeferHardIRQs, d.GROFlushTimeout}); err != nil {
+		return errors.Join(err, sysfsWrite(c.ifname, old))
+	}
+	c.via = "sysfs (napi_defer_hard_irqs, gro_flush_timeout of the device)"
+	return nil
+}
+
+// sysfsMatches checks that the sysfs at sysfsDir shows the calling
+// thread's network namespace: the same devices, by name and index, as
+// rtnetlink lists there.
+func sysfsMatches() error {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return err
+	}
+	want := make(map[string]int, len(ifs))
+	for _, i := range ifs {
+		want[i.Name] = i.Index
+	}
+	ents, err := os.ReadDir(sysfsDir)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNAPISysfs, err)
+	}
+	got := make(map[string]int, len(ents))
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(sysfsDir, e.Name(), "ifindex"))
+		if err != nil {
+			continue // gone meanwhile, or not a device: the maps then differ
+		}
+		if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			got[e.Name()] = v
+		}
+	}
+	if !maps.Equal(want, got) {
+		return ErrNAPISysfs
+	}
+	return nil
+}
+
+func sysfsRead(ifname string) (sysfsNAPI, error) {
+	var s sysfsNAPI
+	for _, f := range []struct {
+		name string
+		set  func(uint64)
+	}{
+		{"napi_defer_hard_irqs", func(v uint64) { s.irqs = uint32(v) }},
+		{"gro_flush_timeout", func(v uint64) { s.flush = time.Duration(v) }},
+	} {
+		b, err := os.ReadFile(filepath.Join(sysfsDir, ifname, f.name))
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) && f.name == "napi_defer_hard_irqs" {
+				return s, fmt.Errorf("no %s (Linux 5.11): %w", f.name, errors.ErrUnsupported)
+			}
+			return s, err
+		}
+		v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return s, fmt.Errorf("%s: %w", f.name, err)
+		}
+		f.set(v)
+	}
+	return s, nil
+}
+
+func sysfsWrite(ifname string, s sysfsNAPI) error {
+	for _, f := range []struct {
+		name string
+		v    uint64
+	}{
+		{"napi_defer_hard_irqs", uint64(s.irqs)},
+		{"gro_flush_timeout", uint64(s.flush)},
+	} {
+		p := filepath.Join(sysfsDir, ifname, f.name)
+		if err := os.WriteFile(p, []byte(strconv.FormatUint(f.v, 10)), 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Restore puts back the settings SetNAPIDeferral changed, in the calling
+// thread's network namespace (it must be the one SetNAPIDeferral ran in).
+// A second call does nothing.
+func (c *NAPIChange) Restore() error {
+	if c == nil || c.done {
+		return nil
+	}
+	c.done = true
+	if c.napis != nil {
+		if err := c.napiRestore(); err != nil {
+			return fmt.Errorf("xsk: NAPI deferral on %s: restore: %w", c.ifname, err)
+		}
+		return nil
+	}
+	if err := sysfsMatches(); err != nil {
+		return fmt.Errorf("xsk: NAPI deferral on %s: restore: %w", c.ifname, err)
+	}
+	if err := sysfsWrite(c.ifname, c.old); err != nil {
+		return fmt.Errorf("xsk: NAPI deferral on %s: restore: %w", c.ifname, err)
+	}
+	return nil
+}
