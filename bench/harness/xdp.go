@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -19,8 +18,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/xdpkit/xdpkit/internal/netdev"
 	"github.com/xdpkit/xdpkit/test/vethns"
+	"github.com/xdpkit/xdpkit/xsk"
 )
 
 // XDPCase is one AF_XDP measurement: a mode, frame size, offered rate
@@ -753,41 +752,18 @@ func once(ctx context.Context, b *bed, xc xdpCase, im impl, cbin string, secs, g
 	return run, nil
 }
 
-// deferNAPI sets the NAPI deferral of the interface ifname in ns (its
-// NAPIs exist while an XDP program is attached: after the receiver is
-// ready) and returns what puts the old settings back.
+// deferNAPI sets the NAPI deferral of the interface ifname in ns
+// (xsk.SetNAPIDeferral; veth's NAPIs exist while an XDP program is
+// attached: after the receiver is ready) and returns what puts the old
+// settings back.
 func deferNAPI(ns *vethns.NS, ifname string) (restore func(), err error) {
-	var napis []netdev.NAPI
-	err = ns.Do(func() error {
-		ifi, err := net.InterfaceByName(ifname)
-		if err != nil {
-			return err
-		}
-		if napis, err = netdev.NAPIs(ifi.Index); err != nil {
-			return err
-		}
-		if len(napis) == 0 {
-			return fmt.Errorf("%s has no NAPI instances", ifname)
-		}
-		d, f := uint32(napiDefer), napiFlush
-		for _, n := range napis {
-			if err := netdev.SetNAPI(n.ID, netdev.NAPISettings{DeferHardIRQs: &d, GROFlushTimeout: &f}); err != nil {
-				return fmt.Errorf("napi-set %d: %w", n.ID, err)
-			}
-		}
-		return nil
+	var c *xsk.NAPIChange
+	err = ns.Do(func() (err error) {
+		c, err = xsk.SetNAPIDeferral(ifname, xsk.NAPIDeferral{DeferHardIRQs: napiDefer, GROFlushTimeout: napiFlush})
+		return err
 	})
-	restore = func() {
-		_ = ns.Do(func() error {
-			for _, n := range napis {
-				_ = netdev.SetNAPI(n.ID, netdev.NAPISettings{DeferHardIRQs: &n.DeferHardIRQs, GROFlushTimeout: &n.GROFlushTimeout})
-			}
-			return nil
-		})
-	}
 	if err != nil {
-		restore()
-		return nil, fmt.Errorf("NAPI deferral on %s: %w", ifname, err)
+		return nil, err
 	}
-	return restore, nil
+	return func() { _ = ns.Do(c.Restore) }, nil
 }

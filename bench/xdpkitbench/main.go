@@ -21,7 +21,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpkit/xdpkit/csum"
-	"github.com/xdpkit/xdpkit/internal/netdev"
 	"github.com/xdpkit/xdpkit/internal/pkt"
 	"github.com/xdpkit/xdpkit/rxpath"
 	"github.com/xdpkit/xdpkit/txpath"
@@ -62,7 +61,7 @@ type options struct {
 	coalesce          time.Duration // rxdrop, fwd: rxpath.Config.Coalesce
 	fillFrames        int           // fwd: rxpath.Config.FillFrames (0: the Fill ring's size)
 	busyPoll          int           // rxdrop: busy-poll budget (0: off)
-	napiDefer         int           // rxdrop: napi_defer_hard_irqs of -i's NAPIs (-1: leave)
+	napiDefer         int           // rxdrop: napi_defer_hard_irqs of -i's NAPIs (-1: leave; set with napiFlush)
 	napiFlush         time.Duration // rxdrop: gro_flush_timeout of -i's NAPIs (-1: leave)
 	thread            bool          // rxdrop, fwd: rxpath.Config.Thread
 }
@@ -176,8 +175,8 @@ func parseArgs(args []string) {
 	num(&o.idleRounds, "", "idle-rounds", 0, "rxdrop: rxpath.Config.IdleRounds (0: the poller's default)")
 	num(&o.busyPoll, "", "busy-poll", 0, "rxdrop: busy-poll with this budget (xsk PreferBusyPoll, rxpath BusyPoll; 0: off)")
 	fs.DurationVar(&o.coalesce, "coalesce", 0, "rxdrop, fwd: rxpath.Config.Coalesce, the poller's nap while packets flow (0: its default; negative: never nap)")
-	num(&o.napiDefer, "", "napi-defer", -1, "rxdrop: set napi_defer_hard_irqs of -i's NAPIs for the run (netdev napi-set; -1: leave)")
-	fs.DurationVar(&o.napiFlush, "napi-gro-flush", -1, "rxdrop: set gro_flush_timeout of -i's NAPIs for the run (-1: leave)")
+	num(&o.napiDefer, "", "napi-defer", -1, "rxdrop: set napi_defer_hard_irqs of -i's NAPIs for the run (xsk.SetNAPIDeferral; -1: leave; with --napi-gro-flush)")
+	fs.DurationVar(&o.napiFlush, "napi-gro-flush", -1, "rxdrop: set gro_flush_timeout of -i's NAPIs for the run (-1: leave; with --napi-defer)")
 	boolean(&o.thread, "", "thread", "rxdrop, fwd: rxpath.Config.Thread: while packets flow, sleep in ppoll(2) on the poller's own thread")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -223,6 +222,10 @@ func parseArgs(args []string) {
 		die("--l3 is only for fwd")
 	case o.txBudget != 0 && o.mode == "rxdrop":
 		die("--tx-budget is for txonly and fwd (rxdrop has no TX ring)")
+	case (o.napiDefer >= 0) != (o.napiFlush >= 0):
+		die("--napi-defer and --napi-gro-flush go together")
+	case o.napiDefer >= 0 && o.mode != "rxdrop":
+		die("--napi-defer and --napi-gro-flush are only for rxdrop")
 	case o.fillFrames != 0 && o.mode != "fwd":
 		die("--fill-frames is only for fwd")
 	case o.fillFrames < 0 || o.fillFrames > min(o.ring, o.frames):
@@ -758,7 +761,7 @@ func runRX(fwd bool) {
 	}
 	prog := attach(in)
 	restoreNAPI := func() {}
-	if !fwd && (o.napiDefer >= 0 || o.napiFlush >= 0) {
+	if !fwd && o.napiDefer >= 0 {
 		restoreNAPI = setNAPI(in.Ifname())
 	}
 
@@ -859,43 +862,20 @@ func runRX(fwd bool) {
 	}
 }
 
-// setNAPI applies --napi-defer and --napi-gro-flush to the NAPIs of
-// ifname (they exist once an XDP program is attached) and returns what
-// puts the old values back.
+// setNAPI applies --napi-defer and --napi-gro-flush to ifname's NAPI
+// instances (xsk.SetNAPIDeferral; veth has them once an XDP program is
+// attached) and returns what puts the old values back.
 func setNAPI(ifname string) (restore func()) {
-	ifi, err := net.InterfaceByName(ifname)
+	c, err := xsk.SetNAPIDeferral(ifname, xsk.NAPIDeferral{DeferHardIRQs: uint32(o.napiDefer), GROFlushTimeout: o.napiFlush})
 	if err != nil {
-		die("%s: %v", ifname, err)
+		die("%v", err)
 	}
-	napis, err := netdev.NAPIs(ifi.Index)
-	if err != nil || len(napis) == 0 {
-		die("NAPIs of %s: %v (%d)", ifname, err, len(napis))
-	}
-	var set netdev.NAPISettings
-	d, f := uint32(max(o.napiDefer, 0)), max(o.napiFlush, 0)
-	if o.napiDefer >= 0 {
-		set.DeferHardIRQs = &d
-	}
-	if o.napiFlush >= 0 {
-		set.GROFlushTimeout = &f
-	}
-	done := 0 // NAPIs changed so far: the ones restore puts back
 	restore = func() {
-		for _, n := range napis[:done] {
-			old := netdev.NAPISettings{DeferHardIRQs: &n.DeferHardIRQs, GROFlushTimeout: &n.GROFlushTimeout}
-			if err := netdev.SetNAPI(n.ID, old); err != nil {
-				fmt.Fprintf(os.Stderr, "xdpkitbench: restore NAPI %d: %v\n", n.ID, err)
-			}
+		if err := c.Restore(); err != nil {
+			fmt.Fprintf(os.Stderr, "xdpkitbench: %v\n", err)
 		}
-		done = 0
 	}
-	undo = append(undo, restore) // die restores too
-	for _, n := range napis {
-		if err := netdev.SetNAPI(n.ID, set); err != nil {
-			die("napi-set %d: %v", n.ID, err)
-		}
-		done++
-	}
-	fmt.Fprintf(os.Stderr, "xdpkitbench: %d NAPIs of %s: defer_hard_irqs %d, gro_flush_timeout %v\n", len(napis), ifname, o.napiDefer, o.napiFlush)
+	undo = append(undo, restore) // die restores too; a second Restore does nothing
+	fmt.Fprintf(os.Stderr, "xdpkitbench: NAPI deferral of %s: defer_hard_irqs %d, gro_flush_timeout %v, via %s\n", ifname, o.napiDefer, o.napiFlush, c.Via())
 	return restore
 }

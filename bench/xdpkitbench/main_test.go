@@ -71,6 +71,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"-m", "fwd", "-i", "lo", "--dst-mac", "02:00:00:00:00:01"}, "needs -o"},
 		{[]string{"-m", "rxdrop", "-i", "lo", "--fill-frames", "512"}, "only for fwd"},
 		{[]string{"-m", "rxdrop", "-i", "lo", "--tx-budget", "64"}, "rxdrop has no TX ring"},
+		{[]string{"-m", "rxdrop", "-i", "lo", "--napi-defer", "2"}, "go together"},
+		{[]string{"-m", "fwd", "-i", "lo", "-o", "lo", "--dst-mac", "02:00:00:00:00:01", "--napi-defer", "2", "--napi-gro-flush", "200us"}, "only for rxdrop"},
 		{[]string{"-m", "fwd", "-i", "lo", "-o", "lo", "--dst-mac", "02:00:00:00:00:01", "--fill-frames", "4096"}, "--fill-frames 4096"},
 		{[]string{"-m", "rxdrop", "-i", "xk-no-such-if"}, "xk-no-such-if"},
 		{[]string{"--mode", "rxdrop", "--iface", "lo", "--duration", "0"}, "-d"},
