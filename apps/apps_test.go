@@ -22,6 +22,7 @@ import (
 
 	"github.com/xdpkit/xdpkit/apps/internal/cli"
 	"github.com/xdpkit/xdpkit/apps/internal/topo"
+	"github.com/xdpkit/xdpkit/internal/netdev"
 	"github.com/xdpkit/xdpkit/test/vethns"
 )
 
@@ -123,6 +124,7 @@ func TestBadFlags(t *testing.T) {
 		{"xdprecv", []string{"-i", "nosuch0"}, `unknown interface "nosuch0"`},
 		{"xdprecv", []string{"-i", ifc, "-port", "70000"}, "-port"},
 		{"xdprecv", []string{"-i", ifc, "extra"}, "unexpected argument"},
+		{"xdprecv", []string{"-i", ifc, "-napi-gro-flush", "200us"}, "-napi-defer and -napi-gro-flush go together"},
 		{"xdpdemo", []string{"-duration", "0s"}, "-duration"},
 	} {
 		stdout, stderr, code := runIn(t, ns, 10*time.Second, tc.prog, tc.args...)
@@ -713,3 +715,61 @@ func hasNetns(prefix string, n int) bool {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// TestRecvNAPIDeferral: xdprecv -napi-defer/-napi-gro-flush sets the
+// receiving veth's NAPI deferral while it runs (the kernel's napi-get
+// shows it, and xdprecv says how it set it), and puts the old settings
+// back when it stops: with GRO on, the veth's NAPI instance outlives
+// xdprecv's XDP program, and napi-get shows its settings after.
+func TestRecvNAPIDeferral(t *testing.T) {
+	vethns.Require(t)
+	a, b := vethns.NewNS(t), vethns.NewNS(t)
+	p := vethns.NewPair(t, a, b, nil)
+	napis := func() []netdev.NAPI {
+		t.Helper()
+		var got []netdev.NAPI
+		if err := b.Do(func() error {
+			ifi, err := net.InterfaceByName(p.B.Name)
+			if err != nil {
+				return err
+			}
+			got, err = netdev.NAPIs(ifi.Index)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			t.Fatalf("%s has no NAPI instances", p.B.Name)
+		}
+		return got
+	}
+	check := func(when string, d uint32, flush time.Duration) {
+		t.Helper()
+		for _, n := range napis() {
+			if n.DeferHardIRQs != d || n.GROFlushTimeout != flush {
+				t.Errorf("NAPI %d %s: defer-hard-irqs %d, gro-flush-timeout %v; want %d, %v", n.ID, when, n.DeferHardIRQs, n.GROFlushTimeout, d, flush)
+			}
+		}
+	}
+	if err := b.Do(func() error { return netdev.SetGRO(p.B.Name, true) }); err != nil {
+		t.Fatal(err)
+	}
+	check("before xdprecv", 0, 0)
+	recv, err := topo.Start(b, path("xdprecv"), nil, "-i", p.B.Name, "-quiet", "-duration", "30s",
+		"-napi-defer", "2", "-napi-gro-flush", "200us")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer recv.Stop(5 * time.Second)
+	if err := recv.WaitReady(context.Background(), 10*time.Second); err != nil {
+		t.Fatalf("%v: %s", err, recv.Stderr())
+	}
+	check("while xdprecv runs", 2, 200*time.Microsecond)
+	if err := recv.Stop(5 * time.Second); err != nil {
+		t.Errorf("xdprecv: %v: %s", err, recv.Stderr())
+	}
+	if out := recv.Output(); !strings.Contains(out, "NAPI deferral: napi_defer_hard_irqs 2, gro_flush_timeout 200µs, via netdev napi-set") {
+		t.Errorf("xdprecv does not say how it set the NAPI deferral:\n%s", out)
+	}
+	check("after xdprecv", 0, 0)
+}

@@ -54,4 +54,12 @@
 // thread rather than in the Go runtime's poller (rxpath.Config.Thread): a
 // wake-up then costs about what a C receiver's poll(2) does, and the
 // goroutine holds its thread and P meanwhile.
+//
+// -napi-defer N -napi-gro-flush D set the interface's NAPI deferral while
+// xdprecv runs (xsk.SetNAPIDeferral: netdev napi-set on Linux 6.13 and
+// later, the device's sysfs files before; the ready message says which):
+// the kernel then hands the RX ring batches, and the poller wakes once per
+// batch, at up to D of added latency. xdprecv puts the old settings back
+// when it stops. Deferral settings are the device's, shared with anything
+// else that receives on it.
 package main

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -12,7 +13,7 @@ import (
 const usage = `xdprecv: receive, count and verify UDP traffic through AF_XDP.
 
 Usage: xdprecv -i IFACE [-q N | -queues N|LIST] [-cpus LIST|none] [-port N] [-count N] [-duration D] [-pcap FILE] [-snaplen N] [-metrics 127.0.0.1:PORT]
-               [-latency [-latency-clock auto|device|xdp|user]] [-coalesce D] [-thread]`
+               [-latency [-latency-clock auto|device|xdp|user]] [-coalesce D] [-thread] [-napi-defer N -napi-gro-flush D]`
 
 type config struct {
 	iface    string
@@ -31,9 +32,13 @@ type config struct {
 	quiet    bool
 	coalesce time.Duration
 	thread   bool
-	latency  bool
-	clockS   string
-	clock    int
+	// napiDefer and napiFlush: the interface's NAPI deferral while
+	// xdprecv runs (napiDefer < 0: left as it is).
+	napiDefer int
+	napiFlush time.Duration
+	latency   bool
+	clockS    string
+	clock     int
 }
 
 func main() {
@@ -55,6 +60,8 @@ func main() {
 	fs.BoolVar(&c.quiet, "quiet", false, "no status line per second")
 	fs.DurationVar(&c.coalesce, "coalesce", 0, "the receive poller's nap timer while packets flow (rxpath.Config.Coalesce): 0 its default (4 sleep costs, at most 800µs; a packet may wait that long), negative never nap")
 	fs.BoolVar(&c.thread, "thread", false, "while packets flow, the receive poller sleeps in ppoll on its own thread instead of in the Go runtime's poller (rxpath.Config.Thread): less CPU per wake-up, a thread and a P held meanwhile")
+	fs.IntVar(&c.napiDefer, "napi-defer", -1, "while xdprecv runs, the interface's napi_defer_hard_irqs (xsk.SetNAPIDeferral; with -napi-gro-flush): the kernel hands the RX ring batches, one wake-up each (-1: leave it)")
+	fs.DurationVar(&c.napiFlush, "napi-gro-flush", -1, "while xdprecv runs, the interface's gro_flush_timeout: a packet may wait that long (with -napi-defer; -1: leave it)")
 	fs.BoolVar(&c.latency, "latency", false, "measure the one-way latency of xdpgen -timestamp packets (turns on RX metadata)")
 	fs.StringVar(&c.clockS, "latency-clock", "auto", "receive time for -latency: auto, device (RX timestamp), xdp (XDP hook time) or user")
 	app.Parse(os.Args[1:])
@@ -79,6 +86,10 @@ func main() {
 		app.Fail("-frames %d: want at least 2 x -ring (%d)", c.frames, 2*c.ring)
 	case c.duration < 0:
 		app.Fail("-duration %v: must be positive", c.duration)
+	case (c.napiDefer >= 0) != (c.napiFlush >= 0):
+		app.Fail("-napi-defer and -napi-gro-flush go together")
+	case c.napiDefer > math.MaxInt32:
+		app.Fail("-napi-defer %d: want 0..%d", c.napiDefer, math.MaxInt32)
 	}
 	switch strings.ToLower(c.xdpMode) {
 	case "auto", "native", "generic":

@@ -113,6 +113,15 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 	if err != nil {
 		return nil, errors.Join(err, closePcap())
 	}
+	// The NAPI instances exist now (veth: with the XDP program attached);
+	// the old settings go back before the program goes (set.Close).
+	var napi *xsk.NAPIChange
+	if c.napiDefer >= 0 {
+		napi, err = xsk.SetNAPIDeferral(c.iface, xsk.NAPIDeferral{DeferHardIRQs: uint32(c.napiDefer), GROFlushTimeout: c.napiFlush})
+		if err != nil {
+			return nil, errors.Join(err, set.Close(), closePcap())
+		}
+	}
 	multi := len(set.Queues()) > 1
 	rs := make([]*receiver, len(set.Queues()))
 	var lats []*latency
@@ -155,6 +164,9 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 		}
 		readyMsg += "\n"
 	}
+	if napi != nil {
+		readyMsg += fmt.Sprintf("xdprecv: NAPI deferral: napi_defer_hard_irqs %d, gro_flush_timeout %v, via %s\n", c.napiDefer, c.napiFlush, napi.Via())
+	}
 	var notReady atomic.Int32
 	notReady.Store(int32(len(rs)))
 	for _, r := range rs {
@@ -167,7 +179,7 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 	if c.metrics != "" {
 		addr, err := serveMetrics(ctx, c.metrics, c.iface, set, rs, latencyMetrics(lats)...)
 		if err != nil {
-			return nil, errors.Join(err, set.Close(), closePcap())
+			return nil, errors.Join(err, napi.Restore(), set.Close(), closePcap())
 		}
 		fmt.Printf("xdprecv: metrics on http://%s/metrics\n", addr)
 	}
@@ -250,6 +262,7 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 	}
 	out.Mpps = float64(out.Packets) / el.Seconds() / 1e6
 	out.Poller = strings.Join(ps, "; ")
+	napiErr := napi.Restore() // nil for none
 	err = set.Close()
 	out.AccountingOK = !errors.Is(err, mq.ErrFramesLost)
 	out.Accounting = "every UMEM frame back"
@@ -258,7 +271,7 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 	}
 	out.CPUSeconds = (cli.CPUTime() - cpu0).Seconds()
 	out.Latency = latencySummary(lats)
-	return out, errors.Join(runErr, err, closePcap())
+	return out, errors.Join(runErr, napiErr, err, closePcap())
 }
 
 // attachVia says how the XDP program is attached.
