@@ -71,7 +71,7 @@
 // # NAPI deferral
 //
 // [SetNAPIDeferral] sets a device's interrupt deferral
-// (napi_defer_hard_irqs, gro_flush_timeout and, on Linux 6.14, the
+// (napi_defer_hard_irqs, gro_flush_timeout and, from Linux 6.14, the
 // busy-poll irq_suspend_timeout) through the netdev family's napi-set
 // (Linux 6.13), or through the device's sysfs files on older kernels,
 // and puts the old settings back on [NAPIChange.Restore]. The kernel then

@@ -27,27 +27,37 @@ import (
 type NAPIDeferral struct {
 	DeferHardIRQs   uint32        // napi_defer_hard_irqs
 	GROFlushTimeout time.Duration // gro_flush_timeout
-	// IRQSuspendTimeout (Linux 6.14, netdev napi-set only) keeps the
-	// interrupt off while a busy-polling application finds packets, up
-	// to this long after its last poll. 0 leaves it as it is.
+	// IRQSuspendTimeout (Linux 6.14 and later, netdev napi-set only)
+	// keeps the interrupt off for up to this long after an epoll wait
+	// that busy polls with prefer_busy_poll (EPIOCSPARAMS) found events.
+	// Nothing in xsk polls so (the Go runtime's poller does not busy
+	// poll): it is for other users of the device. 0 leaves it as it is.
 	IRQSuspendTimeout time.Duration
 }
 
 // NAPIChange is what SetNAPIDeferral changed. Restore puts it back.
 type NAPIChange struct {
-	ifname string
-	via    string
-	napis  []netdev.NAPI // napi-set: the instances and their old settings
-	irqs   bool          // napi-set: irq-suspend-timeout was changed too
-	old    sysfsNAPI     // sysfs: the device's old values
-	done   bool
+	ifname     string
+	via        string
+	sysfs      bool          // made through sysfs, not napi-set
+	napis      []netdev.NAPI // napi-set: the instances and their old settings
+	irqSuspend bool          // napi-set: irq-suspend-timeout was changed too
+	old        sysfsNAPI     // sysfs: the device's old values
+	done       bool
 }
 
 // sysfsNAPI is a device's per-device NAPI settings in sysfs.
 type sysfsNAPI struct {
-	irqs  uint32
-	flush time.Duration
+	deferIRQs uint32
+	flush     time.Duration
 }
+
+// napiGet and napiSet are netdev.NAPIs and netdev.SetNAPI, replaced in
+// tests to act as an older kernel's.
+var (
+	napiGet = netdev.NAPIs
+	napiSet = netdev.SetNAPI
+)
 
 // Via says how the change was made: "netdev napi-set" with the number of
 // NAPI instances, or "sysfs" (the device's napi_defer_hard_irqs and
@@ -88,12 +98,12 @@ func SetNAPIDeferral(ifname string, d NAPIDeferral) (*NAPIChange, error) {
 		return nil, fmt.Errorf("%w: %q: %w", ErrNoDevice, ifname, err)
 	}
 	c := &NAPIChange{ifname: ifname}
-	napis, err := netdev.NAPIs(ifi.Index)
+	napis, err := napiGet(ifi.Index)
 	switch {
 	case err != nil && !errors.Is(err, errors.ErrUnsupported):
 		return nil, fmt.Errorf("xsk: NAPI deferral on %s: %w", ifname, err)
 	case err == nil && len(napis) > 0:
-		err := c.napiSet(napis, d)
+		err := c.set(napis, d)
 		if err == nil {
 			return c, nil
 		}
@@ -101,6 +111,8 @@ func SetNAPIDeferral(ifname string, d NAPIDeferral) (*NAPIChange, error) {
 			return nil, fmt.Errorf("xsk: NAPI deferral on %s: %w", ifname, err)
 		}
 		// Linux 6.8 to 6.12: napi-get without napi-set.
+	case err == nil && d.IRQSuspendTimeout > 0:
+		return nil, fmt.Errorf("xsk: NAPI deferral on %s: no NAPI instance to set irq-suspend-timeout on yet (veth: attach the XDP program first)", ifname)
 	}
 	if d.IRQSuspendTimeout > 0 {
 		return nil, fmt.Errorf("xsk: NAPI deferral on %s: irq-suspend-timeout needs napi-set (Linux 6.14): %w", ifname, errors.ErrUnsupported)
@@ -114,32 +126,34 @@ func SetNAPIDeferral(ifname string, d NAPIDeferral) (*NAPIChange, error) {
 	return c, nil
 }
 
-// napiSet sets d on each of napis; on an error it puts back the ones it
-// changed.
-func (c *NAPIChange) napiSet(napis []netdev.NAPI, d NAPIDeferral) error {
-	set := netdev.NAPISettings{DeferHardIRQs: &d.DeferHardIRQs, GROFlushTimeout: &d.GROFlushTimeout}
-	if d.IRQSuspendTimeout > 0 {
-		set.IRQSuspendTimeout = &d.IRQSuspendTimeout
+// set sets d on each of napis through napi-set; on an error it puts back
+// the ones it changed, and c stays unchanged.
+func (c *NAPIChange) set(napis []netdev.NAPI, d NAPIDeferral) error {
+	s := netdev.NAPISettings{DeferHardIRQs: &d.DeferHardIRQs, GROFlushTimeout: &d.GROFlushTimeout}
+	irqSuspend := d.IRQSuspendTimeout > 0
+	if irqSuspend {
+		s.IRQSuspendTimeout = &d.IRQSuspendTimeout
 	}
 	for i, n := range napis {
-		if err := netdev.SetNAPI(n.ID, set); err != nil {
-			c.napis, c.irqs = napis[:i], d.IRQSuspendTimeout > 0
-			return errors.Join(err, c.napiRestore())
+		if err := napiSet(n.ID, s); err != nil {
+			return errors.Join(err, napiRestore(napis[:i], irqSuspend))
 		}
 	}
-	c.napis, c.irqs = napis, d.IRQSuspendTimeout > 0
+	c.napis, c.irqSuspend = napis, irqSuspend
 	c.via = fmt.Sprintf("netdev napi-set (%d NAPI instances)", len(napis))
 	return nil
 }
 
-func (c *NAPIChange) napiRestore() error {
+// napiRestore puts back the settings of napis (irq-suspend-timeout too if
+// irqSuspend).
+func napiRestore(napis []netdev.NAPI, irqSuspend bool) error {
 	var errs []error
-	for _, n := range c.napis {
+	for _, n := range napis {
 		old := netdev.NAPISettings{DeferHardIRQs: &n.DeferHardIRQs, GROFlushTimeout: &n.GROFlushTimeout}
-		if c.irqs {
+		if irqSuspend {
 			old.IRQSuspendTimeout = &n.IRQSuspendTimeout
 		}
-		if err := netdev.SetNAPI(n.ID, old); err != nil {
+		if err := napiSet(n.ID, old); err != nil {
 			errs = append(errs, fmt.Errorf("NAPI %d: %w", n.ID, err))
 		}
 	}
@@ -157,7 +171,7 @@ func (c *NAPIChange) sysfsSet(d NAPIDeferral) error {
 	if err != nil {
 		return err
 	}
-	c.old = old
+	c.old, c.sysfs = old, true
 	if err := sysfsWrite(c.ifname, sysfsNAPI{d.DeferHardIRQs, d.GROFlushTimeout}); err != nil {
 		return errors.Join(err, sysfsWrite(c.ifname, old))
 	}
@@ -167,7 +181,9 @@ func (c *NAPIChange) sysfsSet(d NAPIDeferral) error {
 
 // sysfsMatches checks that the sysfs at sysfsDir shows the calling
 // thread's network namespace: the same devices, by name and index, as
-// rtnetlink lists there.
+// rtnetlink lists there. Two namespaces with the same device names and
+// indexes would pass: it guards against the common mistake (a setns
+// thread with the host's /sys), it proves nothing.
 func sysfsMatches() error {
 	ifs, err := net.Interfaces()
 	if err != nil {
@@ -185,7 +201,7 @@ func sysfsMatches() error {
 	for _, e := range ents {
 		b, err := os.ReadFile(filepath.Join(sysfsDir, e.Name(), "ifindex"))
 		if err != nil {
-			continue // gone meanwhile, or not a device: the maps then differ
+			continue // not a device (bonding_masters), or gone meanwhile
 		}
 		if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 			got[e.Name()] = v
@@ -203,7 +219,7 @@ func sysfsRead(ifname string) (sysfsNAPI, error) {
 		name string
 		set  func(uint64)
 	}{
-		{"napi_defer_hard_irqs", func(v uint64) { s.irqs = uint32(v) }},
+		{"napi_defer_hard_irqs", func(v uint64) { s.deferIRQs = uint32(v) }},
 		{"gro_flush_timeout", func(v uint64) { s.flush = time.Duration(v) }},
 	} {
 		b, err := os.ReadFile(filepath.Join(sysfsDir, ifname, f.name))
@@ -227,11 +243,14 @@ func sysfsWrite(ifname string, s sysfsNAPI) error {
 		name string
 		v    uint64
 	}{
-		{"napi_defer_hard_irqs", uint64(s.irqs)},
+		{"napi_defer_hard_irqs", uint64(s.deferIRQs)},
 		{"gro_flush_timeout", uint64(s.flush)},
 	} {
 		p := filepath.Join(sysfsDir, ifname, f.name)
 		if err := os.WriteFile(p, []byte(strconv.FormatUint(f.v, 10)), 0); err != nil {
+			if errors.Is(err, os.ErrPermission) {
+				return fmt.Errorf("needs CAP_NET_ADMIN: %w", err)
+			}
 			return err
 		}
 	}
@@ -240,23 +259,42 @@ func sysfsWrite(ifname string, s sysfsNAPI) error {
 
 // Restore puts back the settings SetNAPIDeferral changed, in the calling
 // thread's network namespace (it must be the one SetNAPIDeferral ran in).
-// A second call does nothing.
+// After one that succeeded, a call does nothing; after an error it tries
+// again.
 func (c *NAPIChange) Restore() error {
 	if c == nil || c.done {
 		return nil
 	}
+	var err error
+	if c.sysfs {
+		err = c.sysfsRestore()
+	} else {
+		err = napiRestore(c.napis, c.irqSuspend)
+	}
+	if err != nil {
+		return fmt.Errorf("xsk: NAPI deferral on %s: restore: %w", c.ifname, err)
+	}
 	c.done = true
-	if c.napis != nil {
-		if err := c.napiRestore(); err != nil {
-			return fmt.Errorf("xsk: NAPI deferral on %s: restore: %w", c.ifname, err)
-		}
-		return nil
-	}
-	if err := sysfsMatches(); err != nil {
-		return fmt.Errorf("xsk: NAPI deferral on %s: restore: %w", c.ifname, err)
-	}
-	if err := sysfsWrite(c.ifname, c.old); err != nil {
-		return fmt.Errorf("xsk: NAPI deferral on %s: restore: %w", c.ifname, err)
-	}
 	return nil
+}
+
+// sysfsRestore writes the old values back if sysfs still shows the
+// device SetNAPIDeferral saw (by index and address; it checked every
+// device then: others may have come and gone since).
+func (c *NAPIChange) sysfsRestore() error {
+	ifi, err := net.InterfaceByName(c.ifname)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(sysfsDir, c.ifname)
+	idx, err1 := os.ReadFile(filepath.Join(dir, "ifindex"))
+	mac, err2 := os.ReadFile(filepath.Join(dir, "address"))
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("%w: %w", ErrNAPISysfs, err)
+	}
+	if strings.TrimSpace(string(idx)) != strconv.Itoa(ifi.Index) ||
+		len(ifi.HardwareAddr) > 0 && strings.TrimSpace(string(mac)) != ifi.HardwareAddr.String() {
+		return ErrNAPISysfs
+	}
+	return sysfsWrite(c.ifname, c.old)
 }

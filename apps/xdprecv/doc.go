@@ -60,6 +60,8 @@
 // later, the device's sysfs files before; the ready message says which):
 // the kernel then hands the RX ring batches, and the poller wakes once per
 // batch, at up to D of added latency. xdprecv puts the old settings back
-// when it stops. Deferral settings are the device's, shared with anything
-// else that receives on it.
+// when it stops (not when killed, nor on a second SIGINT). Deferral
+// settings are the device's, shared with anything else that receives on
+// it. With -xdp-mode generic a veth has no NAPI instance (unless GRO is
+// on): the sysfs values are then set and change nothing xdprecv sees.
 package main

@@ -86,6 +86,8 @@ func main() {
 		app.Fail("-frames %d: want at least 2 x -ring (%d)", c.frames, 2*c.ring)
 	case c.duration < 0:
 		app.Fail("-duration %v: must be positive", c.duration)
+	case c.napiDefer < -1 || c.napiFlush < 0 && c.napiFlush != -1:
+		app.Fail("-napi-defer %d, -napi-gro-flush %v: want 0 or more (-1: leave it)", c.napiDefer, c.napiFlush)
 	case (c.napiDefer >= 0) != (c.napiFlush >= 0):
 		app.Fail("-napi-defer and -napi-gro-flush go together")
 	case c.napiDefer > math.MaxInt32:
