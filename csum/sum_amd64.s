@@ -15,10 +15,11 @@
 // is not present takes a slow microcode assist (TestGuardPage checks the
 // bounds; BenchmarkSum/4096/page-end against /4096/mid-page shows the
 // time). Tails are summed by exact loads, by an 8-byte load that ends at
-// the last byte and starts inside the slice, or (the AVX2 kernel) by the
-// 32-byte window that ends at the last byte, shuffled by tailShuf.
+// the last byte and starts inside the slice, or (the AVX2 and AVX-512
+// kernels) by the 32-byte window that ends at the last byte, shuffled by
+// tailShuf.
 
-// SUMTAIL (sumAVX512's tail) adds the last CX < 64 bytes at SI to AX (no
+// SUMTAIL (sumAVX512 below 32 bytes) adds the last CX < 64 bytes at SI to AX (no
 // carry pending) and leaves the sum, with its carries folded in, in AX.
 // The slice is at least 8 bytes long. Clobbers CX, SI, R9.
 //
@@ -878,6 +879,16 @@ tail:
 	RET
 
 // func sumAVX512(p *byte, n int) uint32
+//
+// From 32 bytes: four pairs of 512-bit accumulators (A in Z0-Z3, H in
+// Z4-Z7). The last n%32 bytes come first, as in sum's AVX2 kernel: the
+// 32-byte window that ends at the end of b, shuffled by tailShuf[n%32],
+// is the first value of A3 and H3, and an odd last byte, which the
+// control leaves out, that of AX (the low byte of a lane). Then 256 bytes
+// per iteration, then what bits 7, 6 and 5 of n say (two vectors into
+// the first two pairs, one into the third, one 256-bit vector), without
+// a loop. Below 32 bytes (only where the tests send them here) the scalar
+// tail.
 TEXT ·sumAVX512(SB), NOSPLIT, $0-20
 	MOVQ p+0(FP), SI
 	MOVQ n+8(FP), CX
@@ -894,8 +905,13 @@ TEXT ·sumAVX512(SB), NOSPLIT, $0-20
 	VPXORQ Z6, Z6, Z6 // H2
 	VPXORQ Z7, Z7, Z7 // H3
 
+	MOVQ CX, DX
+	ANDQ $31, DX
+	JNZ  window // n%32 != 0: the tail window, out of line
+
+whole:
 	CMPQ CX, $256
-	JB   loop64
+	JB   rest
 	JMP  loop256
 
 	PCALIGN $64
@@ -922,21 +938,32 @@ loop256:
 	CMPQ      CX, $256
 	JAE       loop256
 
-loop64:
-	CMPQ      CX, $64
-	JB        fold
-	VMOVDQU64 (SI), Z8
+rest:
+	// CX < 256, a multiple of 32.
+	TESTQ     $128, CX
+	JZ        rest64
+	VMOVDQU64 0(SI), Z8
+	VMOVDQU64 64(SI), Z9
 	VPADDQ    Z8, Z0, Z0
+	VPADDQ    Z9, Z1, Z1
 	VPSRLQ    $32, Z8, Z8
+	VPSRLQ    $32, Z9, Z9
 	VPADDQ    Z8, Z4, Z4
+	VPADDQ    Z9, Z5, Z5
+	SUBQ      $-128, SI
+
+rest64:
+	TESTQ     $64, CX
+	JZ        fold
+	VMOVDQU64 (SI), Z8
+	VPADDQ    Z8, Z2, Z2
+	VPSRLQ    $32, Z8, Z8
+	VPADDQ    Z8, Z6, Z6
 	ADDQ      $64, SI
-	SUBQ      $64, CX
-	JMP       loop64
 
 fold:
 	// Down to 256 bits (the VEX instructions below clear the upper
-	// halves), then at most one 32-byte load and the scalar tail: every
-	// load stays inside b.
+	// halves), then the last 32-byte vector if bit 5 of n is set.
 	VPADDQ Z1, Z0, Z0
 	VPADDQ Z3, Z2, Z2
 	VPADDQ Z2, Z0, Z0
@@ -944,23 +971,38 @@ fold:
 	VPADDQ Z7, Z6, Z6
 	VPADDQ Z6, Z4, Z4
 	REDUCE512(Z0, Z4, Y0, Y4, Y1)
-	CMPQ    CX, $32
-	JB      reduce
+	TESTQ   $32, CX
+	JZ      reduce
 	VMOVDQU (SI), Y8
 	VPADDQ  Y8, Y0, Y0
 	VPSRLQ  $32, Y8, Y8
 	VPADDQ  Y8, Y4, Y4
-	ADDQ    $32, SI
-	SUBQ    $32, CX
 
 reduce:
 	REDUCE256(Y0, Y4, X0, X1, Y1, DX)
 	VZEROUPPER
 	ADDQ   DX, AX
 	ADCQ   $0, AX
+	FOLD
+	MOVL   AX, ret+16(FP)
+	RET
+
+window:
+	SHLQ    $5, DX
+	LEAQ    ·tailShuf(SB), R9
+	VMOVDQU -32(SI)(CX*1), Y3
+	VPSHUFB (R9)(DX*1), Y3, Y3 // VEX: the upper halves of Z3 and Z7 stay 0
+	VPSRLQ  $32, Y3, Y7
+	TESTQ   $1, CX
+	JZ      window32
+	MOVBQZX -1(SI)(CX*1), AX
+
+window32:
+	ANDQ $-32, CX
+	JMP  whole
 
 scalar:
-	CMPQ n+8(FP), $8
+	CMPQ CX, $8
 	JB   tiny
 	SUMTAIL
 	FOLD
