@@ -724,13 +724,7 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 // xdprecv's XDP program, and napi-get shows its settings after.
 func TestRecvNAPIDeferral(t *testing.T) {
 	vethns.Require(t)
-	if vethns.KernelBefore(6, 13) {
-		// napi-set, and napi-get reporting the settings.
-		if vethns.InCI() {
-			t.Fatal("needs Linux 6.13 (napi-set) [CI=true: failing instead of skipping]")
-		}
-		t.Skip("needs Linux 6.13 (napi-set)")
-	}
+	vethns.RequireKernel(t, 6, 13, "napi-set, and napi-get reporting the settings")
 	a, b := vethns.NewNS(t), vethns.NewNS(t)
 	p := vethns.NewPair(t, a, b, nil)
 	napis := func() []netdev.NAPI {

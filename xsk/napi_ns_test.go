@@ -46,13 +46,8 @@ func TestNAPIDeferral(t *testing.T) {
 		return
 	}
 	vethns.Require(t)
-	if vethns.KernelBefore(6, 14) {
-		// napi-get reports the settings from 6.13, irq-suspend-timeout 6.14.
-		if vethns.InCI() {
-			t.Fatal("needs Linux 6.14 (napi-set with irq-suspend-timeout) [CI=true: failing instead of skipping]")
-		}
-		t.Skip("needs Linux 6.14 (napi-set with irq-suspend-timeout)")
-	}
+	// napi-get reports the settings from 6.13, irq-suspend-timeout 6.14.
+	vethns.RequireKernel(t, 6, 14, "napi-set with irq-suspend-timeout")
 	a, b := vethns.NewNS(t), vethns.NewNS(t)
 	p := vethns.NewPair(t, a, b, nil)
 

@@ -8,8 +8,7 @@ import (
 )
 
 // TestNAPIDeferralArgs: out-of-range settings and unknown devices are
-// refused before anything changes (test/vethns's TestNAPIDeferral sets
-// real ones).
+// refused before anything changes (TestNAPIDeferral sets real ones).
 func TestNAPIDeferralArgs(t *testing.T) {
 	for _, tc := range []struct {
 		ifname string

@@ -2,6 +2,7 @@ package vethns
 
 import (
 	"fmt"
+	"testing"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,4 +22,19 @@ func KernelBefore(major, minor int) bool {
 		return false
 	}
 	return ma < major || ma == major && mi < minor
+}
+
+// RequireKernel skips tb, naming what needs it, on a kernel older than
+// major.minor; with CI=true it fails instead (CI runs on a kernel that has
+// everything the tests use).
+func RequireKernel(tb testing.TB, major, minor int, what string) {
+	tb.Helper()
+	if !KernelBefore(major, minor) {
+		return
+	}
+	msg := fmt.Sprintf("needs Linux %d.%d (%s)", major, minor, what)
+	if InCI() {
+		tb.Fatal(msg + " [CI=true: failing instead of skipping]")
+	}
+	tb.Skip(msg)
 }
