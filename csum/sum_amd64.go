@@ -36,7 +36,8 @@ var (
 // 104 B fell to 0.80-0.95x). With AVX-512 the AVX2 kernel takes the
 // same lengths below avx512Min; avx512Min and avx512CopyMin are not
 // measured (the AVX-512 kernels first ran on AVX-512 hardware, an AMD
-// EPYC Zen 5, in session 13: csum/README). Decided from the
+// EPYC Zen 5, in csum/README's "the AVX-512 kernel's tail on AMD EPYC Zen
+// 5"). Decided from the
 // CPU's features, not by timing at start-up. Variables so that the tests
 // can drive every kernel with every length.
 var (

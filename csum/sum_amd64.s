@@ -7,8 +7,8 @@
 // x>>32 to H; at the end sum(lo) = A - H<<32 exactly, and sum(lo) +
 // sum(hi) is the lanes' worth modulo 0xFFFF (see sum_go.go). The Go side
 // passes at most 1 GiB per call, so no lane sum reaches 2^64 and the lanes
-// can be added together without carries. The scalar kernels and every
-// tail use an ADD/ADC chain on general registers.
+// can be added together without carries. The scalar kernels and the
+// scalar tails use an ADD/ADC chain on general registers.
 //
 // No kernel reads or writes a byte outside its slices, not even under an
 // all-zero mask: a masked load whose masked-off bytes fall on a page that
@@ -19,8 +19,9 @@
 // kernels) by the 32-byte window that ends at the last byte, shuffled by
 // tailShuf.
 
-// SUMTAIL (sumAVX512 below 32 bytes) adds the last CX < 64 bytes at SI to AX (no
-// carry pending) and leaves the sum, with its carries folded in, in AX.
+// SUMTAIL (sumAVX512 below 32 bytes, which only the tests send it) adds
+// the last CX < 64 bytes at SI to AX (no carry pending) and leaves the
+// sum, with its carries folded in, in AX.
 // The slice is at least 8 bytes long. Clobbers CX, SI, R9.
 //
 // An odd last byte goes first: it is the low byte of a little-endian word.
@@ -884,7 +885,8 @@ tail:
 // Z4-Z7). The last n%32 bytes come first, as in sum's AVX2 kernel: the
 // 32-byte window that ends at the end of b, shuffled by tailShuf[n%32],
 // is the first value of A3 and H3, and an odd last byte, which the
-// control leaves out, that of AX (the low byte of a lane). Then 256 bytes
+// control leaves out, that of AX (weight 1, as the low byte of a lane
+// would have). Then 256 bytes
 // per iteration, then what bits 7, 6 and 5 of n say (two vectors into
 // the first two pairs, one into the third, one 256-bit vector), without
 // a loop. Below 32 bytes (only where the tests send them here) the scalar
