@@ -34,15 +34,18 @@ var (
 // of TestPairedC's copy_and_sum rows tried (128-255 B: 0.86-1.17x of C's
 // AVX2 copy+sum with 256, 0.91-1.25x with 128; at 64 the chain's 72 and
 // 104 B fell to 0.80-0.95x). With AVX-512 the AVX2 kernel takes the
-// same lengths below avx512Min; avx512Min and avx512CopyMin are not
-// measured (the AVX-512 kernels first ran on AVX-512 hardware, an AMD
-// EPYC Zen 5, in csum/README's "the AVX-512 kernel's tail on AMD EPYC Zen
-// 5"). Decided from the
+// same lengths below avx512Min. avx512Min is 400: on an AMD EPYC Zen 5
+// (the only AVX-512 machine measured; csum/README's "the AVX-512
+// kernel's tail on AMD EPYC Zen 5") the AVX2 kernel took 3.54 ns at 320 B
+// and 3.82 at 384 against sumAVX512's 3.84 and 4.08, and sumAVX512 led
+// at 416, 480 and 512 B (4.12-4.64 ns against 4.61-4.90), though not at
+// 448 (4.37 against 4.09: the AVX2 kernel is quickest at multiples of
+// 128 bytes). avx512CopyMin is not measured. Decided from the
 // CPU's features, not by timing at start-up. Variables so that the tests
 // can drive every kernel with every length.
 var (
 	vectorMin     = 33
-	avx512Min     = 320
+	avx512Min     = 400
 	copyVectorMin = 128
 	avx512CopyMin = 256
 )
