@@ -38,7 +38,6 @@ type NAPIDeferral struct {
 // NAPIChange is what SetNAPIDeferral changed. Restore puts it back.
 type NAPIChange struct {
 	ifname     string
-	via        string
 	sysfs      bool          // made through sysfs, not napi-set
 	napis      []netdev.NAPI // napi-set: the instances and their old settings
 	irqSuspend bool          // napi-set: irq-suspend-timeout was changed too
@@ -62,7 +61,12 @@ var (
 // Via says how the change was made: "netdev napi-set" with the number of
 // NAPI instances, or "sysfs" (the device's napi_defer_hard_irqs and
 // gro_flush_timeout, which also apply to NAPI instances made later).
-func (c *NAPIChange) Via() string { return c.via }
+func (c *NAPIChange) Via() string {
+	if c.sysfs {
+		return "sysfs (napi_defer_hard_irqs, gro_flush_timeout of the device)"
+	}
+	return fmt.Sprintf("netdev napi-set (%d NAPI instances)", len(c.napis))
+}
 
 // ErrNAPISysfs is returned by SetNAPIDeferral when it would have to use
 // sysfs, and the sysfs mounted at /sys/class/net shows another network
@@ -97,31 +101,34 @@ func SetNAPIDeferral(ifname string, d NAPIDeferral) (*NAPIChange, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q: %w", ErrNoDevice, ifname, err)
 	}
+	fail := func(err error) (*NAPIChange, error) {
+		return nil, fmt.Errorf("xsk: NAPI deferral on %s: %w", ifname, err)
+	}
 	c := &NAPIChange{ifname: ifname}
 	napis, err := napiGet(ifi.Index)
 	switch {
 	case err != nil && !errors.Is(err, errors.ErrUnsupported):
-		return nil, fmt.Errorf("xsk: NAPI deferral on %s: %w", ifname, err)
+		return fail(err)
 	case err == nil && len(napis) > 0:
 		err := c.set(napis, d)
 		if err == nil {
 			return c, nil
 		}
 		if !errors.Is(err, errors.ErrUnsupported) || d.IRQSuspendTimeout > 0 {
-			return nil, fmt.Errorf("xsk: NAPI deferral on %s: %w", ifname, err)
+			return fail(err)
 		}
 		// Linux 6.8 to 6.12: napi-get without napi-set.
 	case err == nil && d.IRQSuspendTimeout > 0:
-		return nil, fmt.Errorf("xsk: NAPI deferral on %s: no NAPI instance to set irq-suspend-timeout on yet (veth: attach the XDP program first)", ifname)
+		return fail(errors.New("no NAPI instance to set irq-suspend-timeout on yet (veth: attach the XDP program first)"))
 	}
 	if d.IRQSuspendTimeout > 0 {
-		return nil, fmt.Errorf("xsk: NAPI deferral on %s: irq-suspend-timeout needs napi-set (Linux 6.14): %w", ifname, errors.ErrUnsupported)
+		return fail(fmt.Errorf("irq-suspend-timeout needs napi-set (Linux 6.14): %w", errors.ErrUnsupported))
 	}
 	if err := c.sysfsSet(d); err != nil {
 		if errors.Is(err, ErrNAPISysfs) {
 			return nil, fmt.Errorf("%w (NAPI deferral on %s needs sysfs: no napi-set here, or no NAPI instance yet)", err, ifname)
 		}
-		return nil, fmt.Errorf("xsk: NAPI deferral on %s: %w", ifname, err)
+		return fail(err)
 	}
 	return c, nil
 }
@@ -140,7 +147,6 @@ func (c *NAPIChange) set(napis []netdev.NAPI, d NAPIDeferral) error {
 		}
 	}
 	c.napis, c.irqSuspend = napis, irqSuspend
-	c.via = fmt.Sprintf("netdev napi-set (%d NAPI instances)", len(napis))
 	return nil
 }
 
@@ -171,11 +177,10 @@ func (c *NAPIChange) sysfsSet(d NAPIDeferral) error {
 	if err != nil {
 		return err
 	}
-	c.old, c.sysfs = old, true
 	if err := sysfsWrite(c.ifname, sysfsNAPI{d.DeferHardIRQs, d.GROFlushTimeout}); err != nil {
 		return errors.Join(err, sysfsWrite(c.ifname, old))
 	}
-	c.via = "sysfs (napi_defer_hard_irqs, gro_flush_timeout of the device)"
+	c.old, c.sysfs = old, true
 	return nil
 }
 
@@ -199,13 +204,11 @@ func sysfsMatches() error {
 	}
 	got := make(map[string]int, len(ents))
 	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(sysfsDir, e.Name(), "ifindex"))
+		v, err := sysfsUint(e.Name(), "ifindex")
 		if err != nil {
 			continue // not a device (bonding_masters), or gone meanwhile
 		}
-		if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			got[e.Name()] = v
-		}
+		got[e.Name()] = int(v)
 	}
 	if !maps.Equal(want, got) {
 		return ErrNAPISysfs
@@ -213,29 +216,32 @@ func sysfsMatches() error {
 	return nil
 }
 
-func sysfsRead(ifname string) (sysfsNAPI, error) {
-	var s sysfsNAPI
-	for _, f := range []struct {
-		name string
-		set  func(uint64)
-	}{
-		{"napi_defer_hard_irqs", func(v uint64) { s.deferIRQs = uint32(v) }},
-		{"gro_flush_timeout", func(v uint64) { s.flush = time.Duration(v) }},
-	} {
-		b, err := os.ReadFile(filepath.Join(sysfsDir, ifname, f.name))
-		if err != nil {
-			if errors.Is(err, os.ErrNotExist) && f.name == "napi_defer_hard_irqs" {
-				return s, fmt.Errorf("no %s (Linux 5.11): %w", f.name, errors.ErrUnsupported)
-			}
-			return s, err
-		}
-		v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-		if err != nil {
-			return s, fmt.Errorf("%s: %w", f.name, err)
-		}
-		f.set(v)
+// sysfsUint reads the number in the device's sysfs file name.
+func sysfsUint(ifname, name string) (uint64, error) {
+	b, err := os.ReadFile(filepath.Join(sysfsDir, ifname, name))
+	if err != nil {
+		return 0, err
 	}
-	return s, nil
+	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
+	}
+	return v, nil
+}
+
+func sysfsRead(ifname string) (sysfsNAPI, error) {
+	d, err := sysfsUint(ifname, "napi_defer_hard_irqs")
+	if errors.Is(err, os.ErrNotExist) {
+		return sysfsNAPI{}, fmt.Errorf("no napi_defer_hard_irqs (Linux 5.11): %w", errors.ErrUnsupported)
+	}
+	if err != nil {
+		return sysfsNAPI{}, err
+	}
+	f, err := sysfsUint(ifname, "gro_flush_timeout")
+	if err != nil {
+		return sysfsNAPI{}, err
+	}
+	return sysfsNAPI{uint32(d), time.Duration(f)}, nil
 }
 
 func sysfsWrite(ifname string, s sysfsNAPI) error {
@@ -286,13 +292,12 @@ func (c *NAPIChange) sysfsRestore() error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Join(sysfsDir, c.ifname)
-	idx, err1 := os.ReadFile(filepath.Join(dir, "ifindex"))
-	mac, err2 := os.ReadFile(filepath.Join(dir, "address"))
+	idx, err1 := sysfsUint(c.ifname, "ifindex")
+	mac, err2 := os.ReadFile(filepath.Join(sysfsDir, c.ifname, "address"))
 	if err := errors.Join(err1, err2); err != nil {
 		return fmt.Errorf("%w: %w", ErrNAPISysfs, err)
 	}
-	if strings.TrimSpace(string(idx)) != strconv.Itoa(ifi.Index) ||
+	if idx != uint64(ifi.Index) ||
 		len(ifi.HardwareAddr) > 0 && strings.TrimSpace(string(mac)) != ifi.HardwareAddr.String() {
 		return ErrNAPISysfs
 	}
