@@ -108,8 +108,9 @@ func TestSumSlow(t *testing.T) {
 
 // TestDispatchAVX512 checks the thresholds that setDispatch computes for
 // a CPU with AVX-512 and the default settings (the adc code below
-// vectorMin, the AVX2 kernel inline up to avx512Min-1, sumAVX512 from
-// there), and every length's sum below avx512Min. It runs on any AVX2
+// vectorMin, the AVX2 kernel inline up to avx512Min-1, the AVX-512 kernel
+// inline from there to maxChunk, and nothing to it without AVX-512), and
+// every length's sum below avx512Min. It runs on any AVX2
 // CPU: with useAVX512 set, no length below avx512Min reaches an AVX-512
 // instruction.
 func TestDispatchAVX512(t *testing.T) {
@@ -122,10 +123,17 @@ func TestDispatchAVX512(t *testing.T) {
 	}(useAVX2, useAVX512)
 	useAVX2, useAVX512 = true, true
 	setDispatch()
-	if scalarMax != vectorMin || avx2Max != avx512Min-1 {
-		t.Fatalf("with AVX-512: scalarMax %d, avx2Max %d; want %d (vectorMin) and %d (avx512Min-1)",
-			scalarMax, avx2Max, vectorMin, avx512Min-1)
+	if scalarMax != vectorMin || avx2Max != avx512Min-1 || avx512Max != maxChunk {
+		t.Fatalf("with AVX-512: scalarMax %d, avx2Max %d, avx512Max %d; want %d (vectorMin), %d (avx512Min-1) and %d (maxChunk)",
+			scalarMax, avx2Max, avx512Max, vectorMin, avx512Min-1, maxChunk)
 	}
+	useAVX512 = false
+	setDispatch()
+	if avx2Max != maxChunk || avx512Max != -1 {
+		t.Fatalf("without AVX-512: avx2Max %d, avx512Max %d; want %d (maxChunk) and -1", avx2Max, avx512Max, maxChunk)
+	}
+	useAVX512 = true
+	setDispatch()
 	r := rand.New(rand.NewPCG(19, 20))
 	buf := randBytes(r, avx512Min+8)
 	for n := 0; n < avx512Min; n++ {

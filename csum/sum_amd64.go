@@ -34,18 +34,18 @@ var (
 // of TestPairedC's copy_and_sum rows tried (128-255 B: 0.86-1.17x of C's
 // AVX2 copy+sum with 256, 0.91-1.25x with 128; at 64 the chain's 72 and
 // 104 B fell to 0.80-0.95x). With AVX-512 the AVX2 kernel takes the
-// same lengths below avx512Min. avx512Min is 400: on an AMD EPYC Zen 5
-// (the only AVX-512 machine measured; csum/README's "the AVX-512
-// kernel's tail on AMD EPYC Zen 5") the AVX2 kernel took 3.54 ns at 320 B
-// and 3.82 at 384 against sumAVX512's 3.84 and 4.08, and sumAVX512 led
-// at 416, 480 and 512 B (4.12-4.64 ns against 4.61-4.90), though not at
-// 448 (4.37 against 4.09: the AVX2 kernel is quickest at multiples of
-// 128 bytes). avx512CopyMin is not measured. Decided from the
-// CPU's features, not by timing at start-up. Variables so that the tests
+// same lengths below avx512Min. avx512Min is 288: on an AMD EPYC Zen 5
+// (the only AVX-512 machine measured; csum/README's "Issue 17, session
+// 14") the AVX-512 kernel (as it is since then: inline in sum, its
+// accumulators started by the first 256 bytes) took 3.19-3.79 ns from 288
+// to 392 B, in steps of 8 or less, against the AVX2 kernel's 3.61-4.18,
+// and 3.47-3.55 at 264-284 B against 3.35-3.37 (both 3.05 at 256 B).
+// avx512CopyMin is not measured. Decided from the CPU's features, not by
+// timing at start-up. Variables so that the tests
 // can drive every kernel with every length.
 var (
 	vectorMin     = 33
-	avx512Min     = 400
+	avx512Min     = 288
 	copyVectorMin = 128
 	avx512CopyMin = 256
 )
@@ -54,53 +54,56 @@ var (
 // from the flags and thresholds above: slices shorter than scalarMax are
 // summed by the scalar code, slices of scalarMax to avx2Max bytes by the
 // inline AVX2 kernels (midMax, sum's first comparison, splits them: the
-// loop-free kernel below it, the looping one from it), and the rest
-// after the checks that the flags ask for.
+// loop-free kernel below it, the looping one from it), longer ones up to
+// avx512Max (-1 without AVX-512) by the inline AVX-512 kernel, and the
+// rest after the checks that the flags ask for.
 //
 // They are set in their declaration, not by an init function, so that a
 // Sum called while another package's variables are initialized finds
 // them set.
 //
 //lint:ignore U1000 read by sum_amd64.s
-var scalarMax, avx2Max, midMax = dispatch()
+var scalarMax, avx2Max, midMax, avx512Max = dispatch()
 
 // useMid is false only in the tests' avx2-loop kernel set, which sends
 // every length from scalarMax to the looping AVX2 kernel (see impls; a
 // maxChunk below 127 does the same for the lengths up to it).
 var useMid = true
 
-// setDispatch computes scalarMax, avx2Max and midMax again. The tests
+// setDispatch computes scalarMax, avx2Max, midMax and avx512Max again. The tests
 // call it after they change a flag, a threshold or maxChunk
 // (setMaxChunk).
-func setDispatch() { scalarMax, avx2Max, midMax = dispatch() }
+func setDispatch() { scalarMax, avx2Max, midMax, avx512Max = dispatch() }
 
-// dispatch returns scalarMax, avx2Max and midMax for the current flags
+// dispatch returns scalarMax, avx2Max, midMax and avx512Max for the current flags
 // and thresholds. midMax is 128 (or scalarMax, if that is larger) where
 // the inline AVX2 kernel takes every length from scalarMax to 127 (the
 // loop-free kernel for fewer than 128 bytes needs AVX2 and at least 32
 // bytes, which scalarMax is then), else scalarMax, so that the lengths
 // from there go to the second comparison, with avx2Max: all of them to
 // the checks without assembly, and to the scalar code without AVX2
-// (scalarMax is then the largest int), to sumAVX512 where the tests set
-// avx512Min low, to sumSlow where they set maxChunk low, to the looping
+// (scalarMax is then the largest int), to the AVX-512 kernel where the
+// tests set avx512Min low, to sumSlow where they set maxChunk low, to the looping
 // AVX2 kernel without useMid.
-func dispatch() (scalar, avx2, mid int) {
+func dispatch() (scalar, avx2, mid, avx512 int) {
 	switch {
 	case !useAsm:
-		return 0, -1, 0 // every length to the checks: sumSlow
+		return 0, -1, 0, -1 // every length to the checks: sumSlow
 	case !useAVX2:
-		return math.MaxInt, -1, math.MaxInt
+		return math.MaxInt, -1, math.MaxInt, -1
 	}
 	scalar = max(vectorMin, 32) // the kernel's last window is 32 bytes
-	avx2 = maxChunk
+	avx2, avx512 = maxChunk, -1
 	if useAVX512 {
-		avx2 = min(avx2, avx512Min-1)
+		// Every length above avx2Max up to maxChunk is then at least
+		// avx512Min (and scalarMax, hence 32).
+		avx2, avx512 = min(avx2, avx512Min-1), maxChunk
 	}
 	mid = scalar
 	if avx2 >= 127 && useMid {
 		mid = max(scalar, 128)
 	}
-	return scalar, avx2, mid
+	return scalar, avx2, mid, avx512
 }
 
 // tailShuf[r], r = n%32, is the VPSHUFB control with which sum adds
@@ -132,9 +135,9 @@ var tailShuf = func() (t [32][32]byte) {
 
 // sum returns toBE of the sum of the n bytes at p, and copyAndSum is
 // CopyAndSum of the n bytes at src into dst: see sum_amd64.s. sum runs
-// its AVX2 kernels inline (a call less) and reaches the AVX-512 kernel
-// by a tail call (the kernels take the same arguments); copyAndSum runs
-// its AVX2 kernel inline too. Both reach the Go functions sumSlow and
+// its AVX2 and AVX-512 kernels inline (a call less: on an AMD EPYC Zen 5
+// the AVX-512 kernel's tail call and its dispatch cost Sum 0.5-0.8 ns at
+// 512-1024 B, csum/README); copyAndSum runs its AVX2 kernel inline too. Both reach the Go functions sumSlow and
 // copySumSlow without assembly and for slices longer than maxChunk.
 
 //go:noescape
@@ -143,7 +146,8 @@ func sum(p *byte, n int) uint32
 //go:noescape
 func copyAndSum(dst, src *byte, n int, initial uint32) uint32
 
-// sumAVX512 is sum with 512-bit vectors.
+// sumAVX512 is sum's AVX-512 kernel on its own, for the tests (every
+// length, below 32 bytes its scalar tail).
 //
 //go:noescape
 func sumAVX512(p *byte, n int) uint32
