@@ -39,9 +39,10 @@ func chosenPoint(size int, cold, ntStores bool, copyNs, ntNs, copySum, ntSum, fu
 }
 
 // TestChooseRules checks choose's rules: into a cold destination from
-// 256 B the NT methods whatever the times; elsewhere a near tie goes to
-// the plain or the fused copy, and a clear win decides; below 256 B, or
-// without NT stores in the build, never an NT method.
+// 256 B the NT methods unless another is more than 20% faster; elsewhere
+// a near tie goes to the plain or the fused copy, and a clear win
+// decides; below 256 B, or without NT stores in the build, never an NT
+// method.
 func TestChooseRules(t *testing.T) {
 	point := chosenPoint
 	for _, tc := range []struct {
@@ -53,11 +54,17 @@ func TestChooseRules(t *testing.T) {
 		{"cold 256 B tie", point(256, true, true, 50, 50.5, 60.2, 60.6, 60.3), MethodNT, MethodNTSum},
 		{"hot 256 B tie", point(256, false, true, 50, 50.5, 60.2, 60.6, 60.3), MethodCopy, MethodFused},
 		{"cold 1500 B tie", point(1500, true, true, 100, 101, 130, 131, 130.5), MethodNT, MethodNTSum},
-		// Into a cold destination from 256 B NT stores, whatever the
-		// times (see choose).
+		// Into a cold destination from 256 B NT stores, unless another
+		// method is faster by more than coldSwitchGain (see choose).
 		{"cold 256 B, copy 10% faster", point(256, true, true, 50, 55, 60, 66, 70), MethodNT, MethodNTSum},
 		{"cold 256 B, fused 10% faster", point(256, true, true, 50, 55, 60, 66, 54), MethodNT, MethodNTSum},
 		{"cold 65536 B, copy 10% faster", point(65536, true, true, 500, 550, 600, 660, 700), MethodNT, MethodNTSum},
+		{"cold 1500 B, copy and copy+sum 23% faster", point(1500, true, true, 81, 100, 97.5, 120, 110), MethodNT, MethodNTSum},
+		{"cold 1500 B, copy and copy+sum 28% faster", point(1500, true, true, 78, 100, 93.5, 120, 110), MethodCopy, MethodCopySum},
+		// bench/out at e413fbf, AMD EPYC Zen 5: the start-up table's
+		// cold 256 B medians; the grid found the fused copy fastest
+		// with and without offload.
+		{"cold 256 B, Zen 5", point(256, true, true, 13.8, 16.5, 15.1, 18.4, 12.1), MethodFused, MethodFused},
 		// Clear wins decide elsewhere.
 		{"hot 256 B, NT 10% faster", point(256, false, true, 55, 50, 66, 60, 70), MethodNT, MethodNTSum},
 		{"hot 256 B, fused 10% faster", point(256, false, true, 55, 60, 66, 70, 50), MethodFused, MethodFused},
@@ -77,7 +84,8 @@ func TestChooseRules(t *testing.T) {
 
 func TestTable(t *testing.T) {
 	// Cold points as choose makes them: measured below 256 B (copy with
-	// offload, fused without at 64 B), NT from 256 B.
+	// offload, fused without at 64 B), NT from 256 B (no other method
+	// is 20% faster).
 	cold := func(size int, copyNs, ntNs, copySum, ntSum, fused float64) TablePoint {
 		return chosenPoint(size, true, true, copyNs, ntNs, copySum, ntSum, fused)
 	}
@@ -109,7 +117,7 @@ func TestTable(t *testing.T) {
 			{64, true, MethodCopy},
 			{127, true, MethodCopy}, // nearest measured size: 64 B
 			// 128-255 B: the nearest measured size below 256 B (64 B),
-			// not 256 B, whose cold answer is NT whatever the times.
+			// not 256 B, whose cold answer prefers NT.
 			{191, true, MethodCopy},
 			{192, false, MethodFused},
 			{255, true, MethodCopy},
@@ -262,8 +270,9 @@ func TestChooseCopyFollowsTable(t *testing.T) {
 
 // TestChooseCopy checks the real measurement: every answer is a method
 // for its case (offload: copy, NT or fused; software: one that sums),
-// nothing NT below nt.Copy's 256-byte cut-over, ChooseCopy agrees with the
-// table it reports, and a lookup allocates nothing.
+// nothing NT below nt.Copy's 256-byte cut-over, into a cold destination
+// from there nothing that was measured slower than NT stores, ChooseCopy
+// agrees with the table it reports, and a lookup allocates nothing.
 func TestChooseCopy(t *testing.T) {
 	Prepare()
 	pts := ChooseTable()
@@ -278,8 +287,14 @@ func TestChooseCopy(t *testing.T) {
 		if off.Sums() && off != MethodFused || !soft.Sums() || (p.Size < ntMin || !nt.Supported) && (off.NT() || soft.NT()) {
 			t.Errorf("ChooseCopy(%d, cold %v): %s with offload, %s without", p.Size, p.Cold, off, soft)
 		}
-		if p.Cold && p.Size >= ntMin && nt.Supported && (off != MethodNT || soft != MethodNTSum) {
-			t.Errorf("ChooseCopy(%d, cold): %s with offload, %s without; want NT stores (see choose)", p.Size, off, soft)
+		// Into a cold destination from 256 B, NT stores unless another
+		// method was 25% faster by the median of per-round ratios
+		// (preferNT): its median time is then below NT's too, but for a
+		// freak of the rounds' spread, which 10% more allows.
+		if p.Cold && p.Size >= ntMin && nt.Supported {
+			if off != MethodNT && p.Ns[off] > 1.1*p.Ns[MethodNT] || soft != MethodNTSum && p.Ns[soft] > 1.1*p.Ns[MethodNTSum] {
+				t.Errorf("ChooseCopy(%d, cold): %s with offload, %s without, over NT stores measured faster (see choose)", p.Size, off, soft)
+			}
 		}
 		for _, m := range Methods {
 			if p.Ns[m] <= 0 {
