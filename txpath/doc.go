@@ -59,9 +59,10 @@
 // checksum-and-copy, or a copy followed by a sum), from a table that the
 // process measures once, on this
 // host, when the first zero-copy Auto Sender is made (a noticeable time;
-// [Prepare] does it earlier), except from 256 B to 64 KiB, where the frames
-// count as cold and the answer is NT stores (NT, or NT + sum) whatever the
-// measurement, in builds that have them (see [ChooseCopy]). In copy mode the destination is hot and Auto
+// [Prepare] does it earlier). From 256 B to 64 KiB, where the frames count
+// as cold, the answer is NT stores (NT, or NT + sum), in builds that have
+// them, unless the measurement finds another method 20% faster (see
+// [ChooseCopy]). In copy mode the destination is hot and Auto
 // never copies with NT stores (Stats.NTCopies stays 0; TestCopyModeNoNT),
 // which leaves one answer per case: a plain copy under offload, the fused
 // copy-and-sum otherwise; so a copy-mode Sender measures nothing, except
