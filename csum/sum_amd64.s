@@ -210,9 +210,10 @@ copyDone:
 // SUMWINDOW adds the last DX = n%32 > 0 bytes of the CX = n >= 32 bytes
 // at SI to sumAVX512's A3 and H3 (Z3, Z7), from the 32-byte window that
 // ends at the end of the slice shuffled by tailShuf[DX], and the odd last
-// byte, which the control leaves out, to AX (zero before). Then it
-// rounds CX down to a multiple of 32. The VEX instructions clear the
-// upper halves of Z8 and Z9. Clobbers DX, R9, Z8, Z9.
+// byte, which the control leaves out, to AX (zero before). What follows
+// reads only bits 5 and up of CX, so CX keeps its low bits. The VEX
+// instructions clear the upper halves of Z8 and Z9. Clobbers DX, R9, Z8,
+// Z9.
 #define SUMWINDOW \
 	SHLQ    $5, DX \
 	LEAQ    ·tailShuf(SB), R9 \
@@ -223,15 +224,14 @@ copyDone:
 	VPADDQ  Z9, Z7, Z7 \
 	MOVBQZX -1(SI)(CX*1), R9 \
 	TESTQ   $1, CX \
-	CMOVQNE R9, AX \
-	ANDQ    $-32, CX
+	CMOVQNE R9, AX
 
 // SUMAVX512 is sumAVX512 for CX = n >= 32 bytes at SI, with AX zero: it
 // returns toBE of their sum (ret+16(FP)). From 256 bytes the first 256
 // are the first values of four pairs of 512-bit accumulators (A in
 // Z0-Z3, H in Z4-Z7), with no zeroing and no adds; below, they start at
-// zero. The last n%32 bytes come next (SUMWINDOW, out of line), as in
-// sum's AVX2 kernel. Then 256 bytes per iteration, to an end pointer
+// zero. The last n%32 bytes come next (SUMWINDOW: out of line from 256
+// bytes), as in sum's AVX2 kernel. Then 256 bytes per iteration, to an end pointer
 // (DX), then what bits 7, 6 and 5 of n say (two vectors into the first
 // two pairs, one into the third, one 256-bit vector), without a loop.
 //
@@ -511,9 +511,9 @@ c2reduce: \
 // and the caller's own save of the value across the call, not for the
 // argument and result slots here. It takes a pointer and a length, not a
 // slice: the caller stores two words per call instead of three.
-// It returns toBE of the data's sum. Four ranges, each reached by two
-// comparisons with variables that setDispatch (sum_amd64.go) computes
-// from the feature flags (midMax, then scalarMax or avx2Max):
+// It returns toBE of the data's sum. Five ranges, reached by comparisons
+// with variables that setDispatch (sum_amd64.go) computes from the
+// feature flags (midMax, then scalarMax or avx2Max, then avx512Max):
 //
 //   - n < scalarMax: add-with-carry code. Even lengths from 10 to 32
 //     bytes take a path with no loop and one load per 8-byte word: the
@@ -773,7 +773,7 @@ checks:
 	JEQ  slow
 	CMPQ CX, ·maxChunk(SB)
 	JGT  slow
-	JMP  scalar
+	JMP  scalar // not reached with dispatch's values: the safe answer
 
 slow:
 	JMP ·sumSlow(SB)

@@ -1,28 +1,32 @@
 #!/usr/bin/env python3
 """Replay the committed copy-policy grids of make bench against rules for
 txpath.ChooseCopy into a cold destination (txpath/choose.go, choose and
-preferNT):
+coldAlt):
 
-  table:   the start-up table's own choice, as recorded in that run (only
-           for runs before RULE, from which the choice was NT by
-           construction);
-  NT:      NT stores (NT with offload, NT + sum without), whatever the
-           times (RULE to session 14);
-  NT+m%:   NT stores unless the fastest alternative (copy or fused with
-           offload, fused or copy + sum without) is faster by m% by the
-           table's median times (the rule since, with m = 20; choose takes
-           the median of per-round ratios, and the alternative by its own
-           incumbent rule, which the table's medians stand in for here).
+  table:     the start-up table's own choice, as recorded in that run
+             (only for runs before RULE, from which the choice was NT by
+             construction);
+  NT:        NT stores (NT with offload, NT + sum without), whatever the
+             times (RULE to session 14);
+  own m%:    per answer, NT stores unless the fastest alternative (copy or
+             fused with offload, fused or copy + sum without) takes m% less
+             time than NT;
+  joint m%:  as own, and the offload answer also leaves NT when the answer
+             without offload does and its own alternative is faster than
+             NT at all (the rule since, with m = 25).
+
+choose decides from the median of per-round time ratios, and picks the
+alternative by its own incumbent rule; the table keeps only each method's
+best time (TablePoint.Ns), which stands in for both here.
 
 It reads bench/out/results.json at every commit reachable from HEAD that
-changed it and holds a grid with ChooseCopy's table (choose_copy_table:
-per size and temperature, each method's median ns) and cells by layout.
-A rule's method passes a cell when its median GB/s there is within the
-grid's tolerance (3%) of the best fixed method's median: a stand-in for
-the grid's own verdict, which takes the median of per-round ratios of
-auto's trials against each method's. Runs are split by machine: AVX-512
-in nt's calibration (AMD EPYC Zen 5) or not (Zen 3). It also counts nt's
-calibrated threshold (nt.Default).
+changed it and holds a grid with ChooseCopy's table (choose_copy_table)
+and cells by layout. A rule's method passes a cell when its median GB/s
+there is within the grid's tolerance (3%) of the best fixed method's
+median: a stand-in for the grid's own verdict, which takes the median of
+per-round ratios of auto's trials against each method's. Runs are split
+by machine: AVX-512 in nt's calibration (AMD EPYC Zen 5) or not (Zen 3).
+It also counts nt's calibrated threshold (nt.Default).
 
 Run it anywhere in the repository: python3 scripts/grid-rules.py
 """
@@ -34,7 +38,8 @@ import sys
 METHODS = ['copy', 'nt', 'copy+sum', 'nt+sum', 'fused']  # txpath.Method order
 SIZES = [256, 1500, 4096, 65536]  # the grid's cold sizes from 256 B
 RULE = '3a973fc'  # txpath: ChooseCopy answers NT into cold frames from 256 B
-MARGINS = [0, 10, 15, 20, 25, 30]  # NT+m%
+OWN = [0, 10, 15, 20, 25, 30]  # own m%
+JOINT = [20, 25]  # joint m%
 CANDS = {True: (1, (0, 4)), False: (3, (4, 2))}  # offload: NT method, alternatives
 
 
@@ -52,10 +57,21 @@ def under_rule(commit):
     return r.returncode == 0
 
 
-def prefer(ns, offload, margin):
+def alt_of(ns, offload):
+    """The NT method, the fastest alternative, and NT's time over its."""
     ntm, alts = CANDS[offload]
     alt = min(alts, key=lambda m: ns[m])
-    return alt if ns[alt] < ns[ntm] * (1 - margin / 100) else ntm
+    return ntm, alt, ns[ntm] / ns[alt]
+
+
+def pick(ns, offload, margin, joint):
+    ntm, alt, r = alt_of(ns, offload)
+    clear = 1 / (1 - margin / 100)
+    if r > clear:
+        return alt
+    if joint and offload and r > 1 and alt_of(ns, False)[2] > clear:
+        return alt
+    return ntm
 
 
 def main():
@@ -89,7 +105,8 @@ def main():
                 continue
             for offload in (True, False):
                 picks = {'NT': CANDS[offload][0]}
-                picks.update({'NT+%d%%' % m: prefer(p['Ns'], offload, m) for m in MARGINS})
+                picks.update({'own %d%%' % m: pick(p['Ns'], offload, m, False) for m in OWN})
+                picks.update({'joint %d%%' % m: pick(p['Ns'], offload, m, True) for m in JOINT})
                 if before:
                     picks['table'] = p['Offload'] if offload else p['Soft']
                 for layout in ('seen', 'unseen'):
@@ -104,9 +121,9 @@ def main():
                         passed[(mach, rule, n)] += good
                         ok[rule] = ok[rule] and good
                     if n == 256:
-                        line.append('%s/%s: best %s, NT+20%% %s' % (
+                        line.append('%s/%s: best %s, joint 25%% %s' % (
                             'offload' if offload else 'soft', layout,
-                            max(med, key=med.get), METHODS[picks['NT+20%']]))
+                            max(med, key=med.get), METHODS[picks['joint 25%']]))
         for rule, v in ok.items():
             runs_ok[(mach, rule)] += v
         print(c, mach, 'cold 256 B:', '; '.join(line))
@@ -116,10 +133,10 @@ def main():
     for mach in sorted(runs):
         print('\n%s: %d runs; nt threshold (B: runs): %s' % (mach, runs[mach], ', '.join(
             '%s: %d' % (t, k) for (m, t), k in sorted(thresholds.items(), key=lambda kv: str(kv[0])) if m == mach)))
-        for rule in ['table', 'NT'] + ['NT+%d%%' % m for m in MARGINS]:
+        for rule in ['table', 'NT'] + ['own %d%%' % m for m in OWN] + ['joint %d%%' % m for m in JOINT]:
             if not cells[(mach, rule, SIZES[0])]:
                 continue
-            print('  %-7s cells within the gate: %s; runs with every cell: %d' % (rule, ', '.join(
+            print('  %-9s cells within the gate: %s; runs with every cell: %d' % (rule, ', '.join(
                 '%d B %d/%d' % (n, passed[(mach, rule, n)], cells[(mach, rule, n)]) for n in SIZES),
                 runs_ok[(mach, rule)]))
     return 0

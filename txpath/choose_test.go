@@ -39,7 +39,8 @@ func chosenPoint(size int, cold, ntStores bool, copyNs, ntNs, copySum, ntSum, fu
 }
 
 // TestChooseRules checks choose's rules: into a cold destination from
-// 256 B the NT methods unless another is more than 20% faster; elsewhere
+// 256 B the NT methods unless another takes more than 25% less time (with
+// offload, by either comparison, if it is faster at all); elsewhere
 // a near tie goes to the plain or the fused copy, and a clear win
 // decides; below 256 B, or without NT stores in the build, never an NT
 // method.
@@ -55,14 +56,18 @@ func TestChooseRules(t *testing.T) {
 		{"hot 256 B tie", point(256, false, true, 50, 50.5, 60.2, 60.6, 60.3), MethodCopy, MethodFused},
 		{"cold 1500 B tie", point(1500, true, true, 100, 101, 130, 131, 130.5), MethodNT, MethodNTSum},
 		// Into a cold destination from 256 B NT stores, unless another
-		// method is faster by more than coldSwitchGain (see choose).
+		// method takes coldSwitchGain less time (see choose).
 		{"cold 256 B, copy 10% faster", point(256, true, true, 50, 55, 60, 66, 70), MethodNT, MethodNTSum},
 		{"cold 256 B, fused 10% faster", point(256, true, true, 50, 55, 60, 66, 54), MethodNT, MethodNTSum},
 		{"cold 65536 B, copy 10% faster", point(65536, true, true, 500, 550, 600, 660, 700), MethodNT, MethodNTSum},
-		{"cold 1500 B, copy and copy+sum 23% faster", point(1500, true, true, 81, 100, 97.5, 120, 110), MethodNT, MethodNTSum},
-		{"cold 1500 B, copy and copy+sum 28% faster", point(1500, true, true, 78, 100, 93.5, 120, 110), MethodCopy, MethodCopySum},
+		{"cold 1500 B, copy and copy+sum 22% less time", point(1500, true, true, 78, 100, 93.5, 120, 110), MethodNT, MethodNTSum},
+		{"cold 1500 B, copy and copy+sum 28% less time", point(1500, true, true, 72, 100, 86, 120, 110), MethodCopy, MethodCopySum},
+		// With offload the answer also follows the comparison without
+		// offload, if its own alternative is faster than NT at all.
+		{"cold 256 B, fused 18% less time than NT, 27% than NT+sum", point(256, true, true, 14, 16.5, 15.1, 18.4, 13.5), MethodFused, MethodFused},
+		{"cold 256 B, copy slower than NT, fused 30% less time than NT+sum", point(256, true, true, 20, 16, 22, 30, 21), MethodNT, MethodFused},
 		// bench/out at e413fbf, AMD EPYC Zen 5: the start-up table's
-		// cold 256 B medians; the grid found the fused copy fastest
+		// cold 256 B best times; the grid found the fused copy fastest
 		// with and without offload.
 		{"cold 256 B, Zen 5", point(256, true, true, 13.8, 16.5, 15.1, 18.4, 12.1), MethodFused, MethodFused},
 		// Clear wins decide elsewhere.
@@ -85,7 +90,7 @@ func TestChooseRules(t *testing.T) {
 func TestTable(t *testing.T) {
 	// Cold points as choose makes them: measured below 256 B (copy with
 	// offload, fused without at 64 B), NT from 256 B (no other method
-	// is 20% faster).
+	// takes 25% less time).
 	cold := func(size int, copyNs, ntNs, copySum, ntSum, fused float64) TablePoint {
 		return chosenPoint(size, true, true, copyNs, ntNs, copySum, ntSum, fused)
 	}
@@ -270,9 +275,10 @@ func TestChooseCopyFollowsTable(t *testing.T) {
 
 // TestChooseCopy checks the real measurement: every answer is a method
 // for its case (offload: copy, NT or fused; software: one that sums),
-// nothing NT below nt.Copy's 256-byte cut-over, into a cold destination
-// from there nothing that was measured slower than NT stores, ChooseCopy
-// agrees with the table it reports, and a lookup allocates nothing.
+// nothing NT below nt.Copy's 256-byte cut-over, ChooseCopy agrees with the
+// table it reports, and a lookup allocates nothing. (Which method wins
+// into a cold destination from 256 B is not checked here: the table keeps
+// each method's best time, and choose decides from the rounds' ratios.)
 func TestChooseCopy(t *testing.T) {
 	Prepare()
 	pts := ChooseTable()
@@ -286,15 +292,6 @@ func TestChooseCopy(t *testing.T) {
 		}
 		if off.Sums() && off != MethodFused || !soft.Sums() || (p.Size < ntMin || !nt.Supported) && (off.NT() || soft.NT()) {
 			t.Errorf("ChooseCopy(%d, cold %v): %s with offload, %s without", p.Size, p.Cold, off, soft)
-		}
-		// Into a cold destination from 256 B, NT stores unless another
-		// method was 25% faster by the median of per-round ratios
-		// (preferNT): its median time is then below NT's too, but for a
-		// freak of the rounds' spread, which 10% more allows.
-		if p.Cold && p.Size >= ntMin && nt.Supported {
-			if off != MethodNT && p.Ns[off] > 1.1*p.Ns[MethodNT] || soft != MethodNTSum && p.Ns[soft] > 1.1*p.Ns[MethodNTSum] {
-				t.Errorf("ChooseCopy(%d, cold): %s with offload, %s without, over NT stores measured faster (see choose)", p.Size, off, soft)
-			}
 		}
 		for _, m := range Methods {
 			if p.Ns[m] <= 0 {
