@@ -8,16 +8,16 @@ coldAlt):
              construction);
   NT:        NT stores (NT with offload, NT + sum without), whatever the
              times (RULE to session 14);
-  own m%:    per answer, NT stores unless the fastest alternative (copy or
+  own m%:    per answer, NT stores unless the quicker alternative (copy or
              fused with offload, fused or copy + sum without) takes m% less
              time than NT;
-  joint m%:  as own, and the offload answer also leaves NT when the answer
-             without offload does and its own alternative is faster than
-             NT at all (the rule since, with m = 25).
+  soft m%:   NT stores unless the quicker alternative without offload
+             takes m% less time than NT + sum; then that one, and with
+             offload the quicker of copy and fused if it is quicker than
+             NT at all (choose's rule since session 14, m = 20).
 
-choose decides from the median of per-round time ratios, and picks the
-alternative by its own incumbent rule; the table keeps only each method's
-best time (TablePoint.Ns), which stands in for both here.
+All by the table's best times (TablePoint.Ns), which is what choose uses
+for these answers, so the replay of its rule is exact.
 
 It reads bench/out/results.json at every commit reachable from HEAD that
 changed it and holds a grid with ChooseCopy's table (choose_copy_table)
@@ -39,8 +39,8 @@ METHODS = ['copy', 'nt', 'copy+sum', 'nt+sum', 'fused']  # txpath.Method order
 SIZES = [256, 1500, 4096, 65536]  # the grid's cold sizes from 256 B
 RULE = '3a973fc'  # txpath: ChooseCopy answers NT into cold frames from 256 B
 OWN = [0, 10, 15, 20, 25, 30]  # own m%
-JOINT = [20, 25]  # joint m%
-CANDS = {True: (1, (0, 4)), False: (3, (4, 2))}  # offload: NT method, alternatives
+SOFT = [15, 20, 25]  # soft m%
+CANDS = {True: (1, (0, 4)), False: (3, (4, 2))}  # offload: NT method, alternatives (choose's order)
 
 
 def git(*args):
@@ -57,19 +57,23 @@ def under_rule(commit):
     return r.returncode == 0
 
 
-def alt_of(ns, offload):
-    """The NT method, the fastest alternative, and NT's time over its."""
+def quickest(ns, ms):
+    """The method of ms with the lowest best time, the first on a tie."""
+    q = ms[0]
+    for m in ms[1:]:
+        if ns[m] < ns[q]:
+            q = m
+    return q
+
+
+def pick(ns, offload, margin, soft_led):
     ntm, alts = CANDS[offload]
-    alt = min(alts, key=lambda m: ns[m])
-    return ntm, alt, ns[ntm] / ns[alt]
-
-
-def pick(ns, offload, margin, joint):
-    ntm, alt, r = alt_of(ns, offload)
-    clear = 1 / (1 - margin / 100)
-    if r > clear:
-        return alt
-    if joint and offload and r > 1 and alt_of(ns, False)[2] > clear:
+    alt = quickest(ns, alts)
+    if not soft_led:
+        return alt if ns[ntm] * (1 - margin / 100) > ns[alt] else ntm
+    s_nt, s_alts = CANDS[False]
+    s_alt = quickest(ns, s_alts)
+    if ns[s_nt] * (1 - margin / 100) > ns[s_alt] and ns[alt] < ns[ntm]:
         return alt
     return ntm
 
@@ -106,7 +110,7 @@ def main():
             for offload in (True, False):
                 picks = {'NT': CANDS[offload][0]}
                 picks.update({'own %d%%' % m: pick(p['Ns'], offload, m, False) for m in OWN})
-                picks.update({'joint %d%%' % m: pick(p['Ns'], offload, m, True) for m in JOINT})
+                picks.update({'soft %d%%' % m: pick(p['Ns'], offload, m, True) for m in SOFT})
                 if before:
                     picks['table'] = p['Offload'] if offload else p['Soft']
                 for layout in ('seen', 'unseen'):
@@ -121,19 +125,26 @@ def main():
                         passed[(mach, rule, n)] += good
                         ok[rule] = ok[rule] and good
                     if n == 256:
-                        line.append('%s/%s: best %s, joint 25%% %s' % (
+                        line.append('%s/%s: best %s, soft 20%% %s' % (
                             'offload' if offload else 'soft', layout,
-                            max(med, key=med.get), METHODS[picks['joint 25%']]))
+                            max(med, key=med.get), METHODS[picks['soft 20%']]))
         for rule, v in ok.items():
             runs_ok[(mach, rule)] += v
-        print(c, mach, 'cold 256 B:', '; '.join(line))
+        ratios = ''
+        for p in g['choose_copy_table']:
+            if p['Cold'] and p['Size'] == 256:
+                ns = p['Ns']
+                ratios = ' (best times: NT+sum/%s %.3f, NT/%s %.3f)' % (
+                    METHODS[quickest(ns, CANDS[False][1])], ns[3] / ns[quickest(ns, CANDS[False][1])],
+                    METHODS[quickest(ns, CANDS[True][1])], ns[1] / ns[quickest(ns, CANDS[True][1])])
+        print(c, mach, 'cold 256 B%s:' % ratios, '; '.join(line))
     if not runs:
         print('no committed grid with a table found', file=sys.stderr)
         return 1
     for mach in sorted(runs):
         print('\n%s: %d runs; nt threshold (B: runs): %s' % (mach, runs[mach], ', '.join(
             '%s: %d' % (t, k) for (m, t), k in sorted(thresholds.items(), key=lambda kv: str(kv[0])) if m == mach)))
-        for rule in ['table', 'NT'] + ['own %d%%' % m for m in OWN] + ['joint %d%%' % m for m in JOINT]:
+        for rule in ['table', 'NT'] + ['own %d%%' % m for m in OWN] + ['soft %d%%' % m for m in SOFT]:
             if not cells[(mach, rule, SIZES[0])]:
                 continue
             print('  %-9s cells within the gate: %s; runs with every cell: %d' % (rule, ', '.join(
