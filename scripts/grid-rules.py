@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Replay the committed copy-policy grids of make bench against rules for
-txpath.ChooseCopy into a cold destination (txpath/choose.go, choose and
-coldAlt):
+txpath.ChooseCopy into a cold destination (txpath/choose.go, choose,
+quickest and coldSwitchGain):
 
   table:     the start-up table's own choice, as recorded in that run
              (only for runs before RULE, from which the choice was NT by
@@ -14,7 +14,7 @@ coldAlt):
   soft m%:   NT stores unless the quicker alternative without offload
              takes m% less time than NT + sum; then that one, and with
              offload the quicker of copy and fused if it is quicker than
-             NT at all (choose's rule since session 14, m = 20).
+             NT at all (choose's rule since b19117b, m = 20).
 
 All by the table's best times (TablePoint.Ns), which is what choose uses
 for these answers, so the replay of its rule is exact.

@@ -146,9 +146,9 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 // never (scripts/grid-rules.py). On Zen 5 (AVX-512) that rule failed every
 // grid at cold 256 B, where the fused copy-and-sum was 1.3-1.5x faster
 // than NT and the start-up table measured as much; so the rule is now
-// "NT from 256 B unless the table finds NT + sum 20% slower than another
-// way to copy and sum". What is measured still decides hot destinations,
-// and cold ones below 256 B.
+// "NT from 256 B unless the table finds another way to copy and sum
+// taking 20% less time than NT + sum". What is measured still decides hot
+// destinations, and cold ones below 256 B.
 // Above 64 KiB, where a payload spans whole contiguous
 // frames, nt's calibration decides: NT stores into a cold destination
 // where nt.Default says NT wins at that size, else the 64 KiB answer
@@ -401,8 +401,9 @@ func measureFrames(sizes []int, ringBytes int, cold bool, budget time.Duration) 
 }
 
 // choose sets p.Offload and p.Soft from the per-round times of each method
-// at p's size and temperature (see fastest); ntStores says whether NT
-// stores are real (nt.Supported in this build):
+// at p's size and temperature (see fastest), or, into a cold destination
+// from 256 B, from each method's best time (p.Ns); ntStores says whether
+// NT stores are real (nt.Supported in this build):
 //
 //   - into a hot destination from 256 B: measured, with the plain copy
 //     (offload) or the fused copy-and-sum (no offload) as the incumbent,
@@ -507,26 +508,27 @@ func (p *TablePoint) quickest(ms ...Method) Method {
 //
 // The comparison without offload decides both because it is the one that
 // tells the machines apart. scripts/grid-rules.py replays the committed
-// copy-policy grids (bench/out/results.json in git: 34 runs on AMD EPYC
-// Zen 3, 4 on Zen 5) from the table's best times, which is what choose
-// uses here, so the replay is exact. At cold 256 B, NT + sum's best time
-// over the quicker alternative's was at most 1.15 on Zen 3, where NT +
-// sum was within the grid's 3% of the best fixed method in every cell,
-// and 1.42-1.52 on Zen 5, where it was in none (the fused copy was 1.3-1.5x
-// faster); six start-up measurements on Zen 5 since gave 1.35-1.55. The
-// offload comparison overlaps: NT's time over the quicker alternative's
-// reached 1.29-1.31 on Zen 3, where NT was right, and was 1.28-1.37 on Zen
-// 5, where it was wrong. 20% (a ratio of 1.25) sits in the gap. Cells of
-// the cold 256 B rows within the grid's 3%:
+// copy-policy grids (bench/out/results.json in git; at 4e793b3, 34 runs on
+// AMD EPYC Zen 3 and 5 on Zen 5) from the table's best times, which is
+// what choose uses here, so the replay is exact. At cold 256 B, NT + sum's
+// best time over the quicker alternative's was at most 1.153 on Zen 3,
+// where NT + sum was within the grid's 3% of the best fixed method in
+// every cell, and 1.416-1.517 on Zen 5, where it was in none (the fused
+// copy was 1.3-1.5x faster); six start-up measurements on Zen 5
+// (TestChooseCopy's log, session 14) gave 1.35-1.55. The offload comparison overlaps: NT's time over the
+// quicker alternative's reached 1.294 and 1.307 on Zen 3, where NT was
+// right, and was 1.281-1.368 on Zen 5, where it was wrong. A margin of 20%
+// (NT + sum taking 1.25 times the alternative's time) sits in the gap.
+// Cells of the cold 256 B rows within the grid's 3%:
 //
-//	rule                               Zen 3 (of 136)   Zen 5 (of 16)
+//	rule                               Zen 3 (of 136)   Zen 5 (of 20)
 //	NT whatever the times              134              0
-//	each answer by its own ratio, 20%  132              16
-//	each answer by its own ratio, 25%  134              12
-//	as choose does, 20%                134              16
+//	each answer by its own ratio, 20%  132              20
+//	each answer by its own ratio, 25%  134              16
+//	as choose does, 20%                134              20
 //
 // At 1500, 4096 and 64 KiB these rules pass the cells that NT passes
-// (Zen 3: all; Zen 5: all at 1500 B, 14 of 16 at 4096 B and 15 of 16 at
+// (Zen 3: all; Zen 5: all at 1500 B, 17 of 20 at 4096 B and 18 of 20 at
 // 64 KiB, where NT + sum and the fused copy are close).
 const coldSwitchGain = 0.20
 

@@ -59,9 +59,10 @@ func TestChooseRules(t *testing.T) {
 		// Into a cold destination from 256 B NT stores, unless the
 		// comparison without offload clears coldSwitchGain (see choose).
 		{"cold 256 B, copy 10% faster", point(256, true, true, 50, 55, 60, 66, 70), MethodNT, MethodNTSum},
-		{"cold 256 B, fused 10% faster", point(256, true, true, 50, 55, 60, 66, 54), MethodNT, MethodNTSum},
+		{"cold 256 B, fused 18% less time than NT+sum", point(256, true, true, 50, 55, 60, 66, 54), MethodNT, MethodNTSum},
 		{"cold 65536 B, copy 10% faster", point(65536, true, true, 500, 550, 600, 660, 700), MethodNT, MethodNTSum},
 		{"cold 1500 B, copy+sum 18% less time than NT+sum", point(1500, true, true, 72, 100, 98.5, 120, 110), MethodNT, MethodNTSum},
+		{"cold 1500 B, copy+sum 22% less time than NT+sum", point(1500, true, true, 72, 100, 93.6, 120, 110), MethodCopy, MethodCopySum},
 		{"cold 1500 B, copy+sum 28% less time than NT+sum", point(1500, true, true, 72, 100, 86, 120, 110), MethodCopy, MethodCopySum},
 		// With offload the answer follows the comparison without
 		// offload, if its own alternative is quicker than NT at all;
@@ -281,10 +282,10 @@ func TestChooseCopyFollowsTable(t *testing.T) {
 
 // TestChooseCopy checks the real measurement: every answer is a method
 // for its case (offload: copy, NT or fused; software: one that sums),
-// nothing NT below nt.Copy's 256-byte cut-over, ChooseCopy agrees with the
-// table it reports, and a lookup allocates nothing. (Which method wins
-// into a cold destination from 256 B is not checked here: the table keeps
-// each method's best time, and choose decides from the rounds' ratios.)
+// nothing NT below nt.Copy's 256-byte cut-over, into a cold destination
+// from there the answers that the cold rule gives for the best times the
+// table reports (whatever those are), ChooseCopy agrees with the table,
+// and a lookup allocates nothing.
 func TestChooseCopy(t *testing.T) {
 	Prepare()
 	pts := ChooseTable()
@@ -302,6 +303,28 @@ func TestChooseCopy(t *testing.T) {
 		for _, m := range Methods {
 			if p.Ns[m] <= 0 {
 				t.Errorf("size %d cold %v: %s not measured", p.Size, p.Cold, m)
+			}
+		}
+		if p.Cold && p.Size >= ntMin && nt.Supported {
+			// The cold rule (choose, coldSwitchGain), from the reported
+			// best times.
+			wantOff, wantSoft := MethodNT, MethodNTSum
+			so := MethodFused
+			if p.Ns[MethodCopySum] < p.Ns[so] {
+				so = MethodCopySum
+			}
+			oo := MethodCopy
+			if p.Ns[MethodFused] < p.Ns[oo] {
+				oo = MethodFused
+			}
+			if p.Ns[so] < 0.8*p.Ns[MethodNTSum] {
+				wantSoft = so
+				if p.Ns[oo] < p.Ns[MethodNT] {
+					wantOff = oo
+				}
+			}
+			if off != wantOff || soft != wantSoft {
+				t.Errorf("ChooseCopy(%d, cold): %s / %s; the cold rule gives %s / %s for these best times", p.Size, off, soft, wantOff, wantSoft)
 			}
 		}
 		t.Logf("cold %-5v %6d B: copy %.0f nt %.0f copy+sum %.0f nt+sum %.0f fused %.0f ns -> %s / %s", p.Cold, p.Size,
