@@ -21,13 +21,13 @@ const (
 	// back through the allocator to the Fill ring, by the median over
 	// rounds of the paired time ratio. A handler that only reads in place
 	// ("lend" there) pays for the copy at every size. 256 B is what it
-	// gave on AMD EPYC Zen 3. On Zen 5 keeping was faster from 64 B in
-	// every run (copy/keep 1.12-1.14 at 64 B, 1.18-1.24 at 256 B, four make
-	// bench runs: bench/out/history.jsonl), which would make it 0; the
-	// default is one constant for every machine, and it stays 256 B, which
-	// costs there about 2.4 ns per packet up to 256 B (20.8 ns against 18.4
-	// at 64 B). Set Config.CopyThreshold from BenchmarkDeliver on the
-	// machine that runs it.
+	// gave on AMD EPYC Zen 3. On Zen 5 it gave 0 in four make bench runs
+	// of five (bench/out/history.jsonl; copy/keep 1.12-1.14 at 64 B, about
+	// 2.4 ns per packet) and 256 B in the fifth, with the host in its
+	// slower state (copy/keep 0.81 at 64 B, 0.94 at 256 B): the crossing
+	// moves with the host, and the default stays 256 B. Set
+	// Config.CopyThreshold from BenchmarkDeliver on the machine that runs
+	// it.
 	DefaultCopyThreshold = 256
 )
 
