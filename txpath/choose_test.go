@@ -309,14 +309,7 @@ func TestChooseCopy(t *testing.T) {
 			// The cold rule (choose, coldSwitchGain), from the reported
 			// best times.
 			wantOff, wantSoft := MethodNT, MethodNTSum
-			so := MethodFused
-			if p.Ns[MethodCopySum] < p.Ns[so] {
-				so = MethodCopySum
-			}
-			oo := MethodCopy
-			if p.Ns[MethodFused] < p.Ns[oo] {
-				oo = MethodFused
-			}
+			so, oo := p.quickest(MethodFused, MethodCopySum), p.quickest(MethodCopy, MethodFused)
 			if p.Ns[so] < 0.8*p.Ns[MethodNTSum] {
 				wantSoft = so
 				if p.Ns[oo] < p.Ns[MethodNT] {
