@@ -110,9 +110,11 @@ type Config struct {
 	// clamped to [2 µs, 200 µs], and the wake-up is late on a contended
 	// CPU). The poller naps only while the
 	// expected gap to the next packet plus its mean deviation, and the
-	// silence since the last one, are shorter than a nap, and, with the default, a nap costs less CPU
-	// than it lasts (Stats.NapCost, measured on the process's CPU clock);
-	// otherwise the IdleRounds rule decides between polling again and
+	// silence since the last one, are shorter than a nap, and, with the
+	// default, a nap costs less CPU than it lasts (Stats.NapCost,
+	// measured on the process's CPU clock) and less CPU per packet than
+	// a sleep does (Stats.NapPacketCost, SleepPacketCost: not where the
+	// kernel's NAPI deferral hands over batches); otherwise the IdleRounds rule decides between polling again and
 	// sleeping until a socket is readable. Nor does it nap while naps
 	// overrun: while NapTime exceeds 4 times the nap's timer plus two
 	// SleepCosts (a contended CPU wakes the poller late, and a late nap

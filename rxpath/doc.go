@@ -27,9 +27,16 @@
 //     arrival plus its mean deviation, and the silence since the last
 //     packet, are shorter than a nap lasts (Stats.NapTime, measured), at least half the recent naps
 //     found packets, naps end on time (NapTime within 4 timers plus two
-//     SleepCosts), and a nap costs less CPU than it lasts
-//     (Stats.NapCost: the process's CPU time around every 16th nap;
-//     not weighed with an explicit Config.Coalesce).
+//     SleepCosts), a nap costs less CPU than it lasts
+//     (Stats.NapCost: the process's CPU time around every 16th nap),
+//     and the cycles that begin with a nap cost less CPU per packet
+//     than those that begin with a sleep (Stats.NapPacketCost and
+//     SleepPacketCost: the process's CPU time from a rest to the next,
+//     every 4th, over the packets taken; one nap in 64 is taken all the
+//     same to measure again). Neither cost is weighed with an explicit
+//     Config.Coalesce. Where the kernel defers its wake-ups (NAPI
+//     deferral), a sleep's wake-up brings a batch, and a nap gathers
+//     nothing more for its timer's wake-up.
 //     Polling through a gap costs the gap itself in CPU, and a wake-up
 //     per packet costs a sleep's CPU per packet and a wake-up on the
 //     sending CPU; a nap costs one sleep for every packet that arrives
@@ -43,8 +50,8 @@
 //
 // The expected gap is a moving average of the time between arrivals
 // seen after spins and sleeps. Stats reports the decisions and what they
-// rest on: Spins, Naps, NapsEmpty, Sleeps, SleepCost, ExpectedGap,
-// NapTime, NapCost. Config.IdleRounds replaces the rule (and naps) with
+// rest on: Spins, Naps, NapsEmpty, NapsForgone, Sleeps, SleepCost,
+// ExpectedGap, NapTime, NapCost, NapPacketCost, SleepPacketCost. Config.IdleRounds replaces the rule (and naps) with
 // a fixed count of spins. A round that came up short and does not poll
 // again or nap completes, as napi_complete_done does: the poller gives
 // every Fill ring its frames back, wakes the kernel where a Fill ring

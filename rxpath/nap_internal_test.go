@@ -152,3 +152,112 @@ func TestThreadNap(t *testing.T) {
 		t.Errorf("after a nap cut short: naps %d, nappedAt %v; want 1 and 0", p.c.naps, p.nappedAt)
 	}
 }
+
+// TestNapPays: where both kinds of rest have been measured, the poller
+// naps only while a cycle begun with a nap costs less CPU per packet
+// than one begun with a sleep, but for one probe in napProbeEvery, which
+// is sampled; without samples of either it naps, and an explicit
+// Config.Coalesce naps whatever the costs. The rows are make bench's
+// 300 kpps NAPI-deferral row at 1f20a14 (naps 380-430 ns per packet,
+// sleeps 90-210: the kernel hands a sleep its batch) and its 300 kpps row
+// without deferral, where a wake-up brings a few packets.
+func TestNapPays(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		nap, sleep  restCost
+		coalesce    time.Duration
+		naps        int // of 2*napProbeEvery chances
+		forgone     uint64
+		sampledNext bool // the last chance's nap is sampled
+	}{
+		{"kernel batches", restCost{cpu: 430 * 800, pkts: 800}, restCost{cpu: 130 * 640, pkts: 640}, 0, 2, 2*napProbeEvery - 2, true},
+		{"equal", restCost{cpu: 100 * 640, pkts: 640}, restCost{cpu: 100 * 640, pkts: 640}, 0, 2, 2*napProbeEvery - 2, true},
+		{"a wake-up per packet", restCost{cpu: 300 * 8000, pkts: 8000}, restCost{cpu: 2500 * 40, pkts: 40}, 0, 2 * napProbeEvery, 0, false},
+		{"no nap samples", restCost{}, restCost{cpu: 130 * 640, pkts: 640}, 0, 2 * napProbeEvery, 0, false},
+		{"no sleep samples", restCost{cpu: 430 * 800, pkts: 800}, restCost{}, 0, 2 * napProbeEvery, 0, false},
+		{"explicit Coalesce", restCost{cpu: 430 * 800, pkts: 800}, restCost{cpu: 130 * 640, pkts: 640}, 50 * time.Microsecond, 2 * napProbeEvery, 0, false},
+	} {
+		p := &Poller{cfg: Config{Coalesce: c.coalesce}, restKind: restNone}
+		p.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(50 * time.Microsecond))}
+		p.napHit, p.gap, p.napCost, p.napLen = napOne, 5*time.Microsecond, time.Microsecond, 60*time.Microsecond
+		p.rest[restNap], p.rest[restSleep] = c.nap, c.sleep
+		now := 10 * time.Millisecond
+		p.lastPkt = now - 5*time.Microsecond
+		n := 0
+		for range 2 * napProbeEvery {
+			if p.napNow(now) {
+				n++
+			}
+		}
+		if n != c.naps || p.c.napsForgone != c.forgone || p.restForce != c.sampledNext {
+			t.Errorf("%s: %d naps in %d chances, %d forgone, probe sampled %v; want %d, %d, %v",
+				c.name, n, 2*napProbeEvery, p.c.napsForgone, p.restForce, c.naps, c.forgone, c.sampledNext)
+		}
+	}
+
+	// A nap forgone ends a nap's sampled cycle: what follows is the
+	// sleep's way of waiting (polling again, sleeping), not the nap's.
+	p := &Poller{restKind: restNone}
+	p.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(50 * time.Microsecond))}
+	p.napHit, p.gap, p.napCost, p.napLen = napOne, 5*time.Microsecond, time.Microsecond, 60*time.Microsecond
+	p.rest[restNap], p.rest[restSleep] = restCost{cpu: 430 * 800, pkts: 800}, restCost{cpu: 130 * 640, pkts: 640}
+	now := 10 * time.Millisecond
+	p.lastPkt = now - 5*time.Microsecond
+	p.rested(restNap) // rest 0: sampled
+	p.restPkts = 100
+	if p.napNow(now) {
+		t.Fatal("napped where a sleep costs less per packet")
+	}
+	if p.restKind != restNone || p.rest[restNap].pkts != 800-800/restDecay+100 {
+		t.Errorf("after a nap forgone: sample kind %d, nap samples %+v; want the nap's cycle ended with its 100 packets", p.restKind, p.rest[restNap])
+	}
+}
+
+// TestRested: a sampled cycle runs from one rest to the next and counts
+// for the kind of rest it began with; cycles are sampled at every
+// restSample'th rest, at a probe nap and while a kind has no samples.
+func TestRested(t *testing.T) {
+	p := &Poller{restKind: restNone}
+	burn := func() {
+		for start := processCPU(); processCPU()-start < 200*time.Microsecond; {
+		}
+	}
+	p.rested(restSleep) // rest 0: sampled
+	p.restPkts += 80
+	burn()
+	p.rested(restNap) // rest 1: ends the sleep's cycle; no nap samples yet, so sampled
+	if s := p.rest[restSleep]; s.pkts != 80 || s.cpu < int64(200*time.Microsecond) {
+		t.Fatalf("the sleep's cycle: %+v, want 80 packets and at least 200µs", s)
+	}
+	if p.restKind != restNap {
+		t.Fatalf("rest 1 (the first nap) began no sample")
+	}
+	p.restPkts += 100
+	burn()
+	p.rested(restNap) // rest 2: ends the nap's cycle, begins none
+	if s := p.rest[restNap]; s.pkts != 100 || s.cpu < int64(200*time.Microsecond) {
+		t.Fatalf("the nap's cycle: %+v, want 100 packets and at least 200µs", s)
+	}
+	if p.restKind != restNone {
+		t.Fatalf("rest 2 began a sample")
+	}
+	p.restPkts += 1000
+	p.rested(restSleep) // rest 3: no sample open, none begun
+	if p.rest[restSleep].pkts != 80 || p.restKind != restNone {
+		t.Fatalf("rest 3 counted or began a sample: %+v, kind %d", p.rest[restSleep], p.restKind)
+	}
+	p.rested(restSleep) // rest 4: sampled
+	if p.restKind != restSleep || p.restPkts != 0 {
+		t.Fatalf("rest 4 began no sample")
+	}
+	p.restPkts += 40
+	p.rested(restSleep) // rest 5: the sample decays the sums by 1/restDecay
+	if got, want := p.rest[restSleep].pkts, int64(80-80/restDecay+40); got != want {
+		t.Errorf("after a second sleep sample: %d packets, want %d", got, want)
+	}
+	p.restForce = true
+	p.rested(restNap) // rest 6: a probe nap, sampled
+	if p.restKind != restNap || p.restForce {
+		t.Errorf("a probe nap began no sample")
+	}
+}

@@ -145,8 +145,18 @@ type Poller struct {
 	napHit    int             // how often a nap finds packets, of napOne (moving average)
 	napProbe  int             // naps forgone for their cost (see napNow)
 	napSpec   unix.ItimerSpec // Config.Coalesce, for the timerfd
-	sleepCost time.Duration   // SleepCost(), read at Run's start
-	deadline  time.Time       // the epoll file's read deadline, zero if none
+	// The rest rule (see restCost): the CPU and the packets of sampled
+	// cycles from one rest (a nap or a sleep) to the next, by how the
+	// cycle began, as decaying sums; and the cycle being sampled.
+	rest      [restKinds]restCost
+	restKind  int           // the sampled cycle's kind, restNone if none is
+	restCPU0  time.Duration // the process's CPU time at its start
+	restPkts  int           // packets taken since its start
+	rests     uint64        // rests begun, naps and sleeps
+	restProbe int           // naps forgone for their cost per packet (see napPays)
+	restForce bool          // sample the next rest (a probe nap)
+	sleepCost time.Duration // SleepCost(), read at Run's start
+	deadline  time.Time     // the epoll file's read deadline, zero if none
 	// deadlineWakeups is Stats.Wakeups when deadline was set.
 	deadlineWakeups uint64
 
@@ -182,7 +192,7 @@ func New(cfg *Config, socks ...*xsk.Socket) (*Poller, error) {
 	if len(socks) == 0 {
 		return nil, ErrNoSockets
 	}
-	p := &Poller{cfg: c, copyMax: c.CopyThreshold}
+	p := &Poller{cfg: c, copyMax: c.CopyThreshold, restKind: restNone}
 	if p.copyMax > 0 {
 		p.copyBuf = make([]byte, p.copyMax)
 	}
@@ -317,6 +327,7 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 	p.gap, p.dev, p.prevRound, p.spun, p.calmUntil, p.lastEmpty, p.wokeAt = 0, 0, 0, false, 0, false, 0
 	p.nappedAt, p.napHit = 0, napOne
 	p.threadIdle, p.yieldAt = false, 0
+	p.restKind = restNone // the rest costs are kept across Runs, not a cycle begun in one
 	nap := p.cfg.Coalesce
 	if nap == 0 {
 		nap = napFactor * p.sleepCost
@@ -405,6 +416,7 @@ func (p *Poller) loop() error {
 		if p.ender != nil {
 			p.ender.EndRound()
 		}
+		p.restPkts += got
 		switch {
 		case got > 0 && p.lastEmpty:
 			if !fresh {
@@ -449,6 +461,7 @@ func (p *Poller) loop() error {
 			// Packets are flowing, sparser than a nap's cost: let
 			// them gather on the ring for one nap, then take them in
 			// one round.
+			p.rested(restNap)
 			if err := p.nap(); err != nil {
 				return err
 			}
@@ -494,6 +507,7 @@ func (p *Poller) loop() error {
 		if starved {
 			wait = starveWait
 		}
+		p.rested(restSleep)
 		woke, quiet, err := p.sleep(wait)
 		if err != nil {
 			return err
@@ -577,16 +591,113 @@ func (p *Poller) napNow(now time.Duration) bool {
 		p.napProbe++
 		return p.napProbe%napProbeEvery == 0
 	}
-	if p.napCost < p.napLen || p.cfg.Coalesce > 0 {
+	if p.cfg.Coalesce > 0 {
 		// An explicit Coalesce naps whatever a nap costs: the cost is
 		// measured on the process's CPU clock, which also counts other
 		// threads (other pollers in the process, a TX loop) and can
 		// look as long as the nap itself where they are busy.
 		return true
 	}
+	if p.napCost < p.napLen {
+		return p.napPays()
+	}
 	// Naps cost what they last: measure again now and then.
 	p.napProbe++
 	return p.napProbe%napProbeEvery == 0
+}
+
+// napPays reports whether, by the rest costs (see restCost), a cycle
+// begun with a nap costs less CPU per packet than one begun with a sleep,
+// or either has no samples yet. A sleep's wake-up gathers the packets of
+// one wake-up's latency where the kernel wakes the poller for each
+// packet, but a whole batch where it defers its wake-ups (NAPI deferral:
+// napi_defer_hard_irqs, gro_flush_timeout): a nap on top of that buys
+// nothing and costs a timer's wake-up and a round more. When a nap does
+// not pay, one in napProbeEvery is taken all the same, and sampled, to
+// measure again. Sleeps need no probe: a napping poller still sleeps
+// when the packets pause.
+func (p *Poller) napPays() bool {
+	n, s := &p.rest[restNap], &p.rest[restSleep]
+	if n.pkts == 0 || s.pkts == 0 || n.perPacket() < s.perPacket() {
+		return true
+	}
+	if p.restProbe++; p.restProbe%napProbeEvery == 0 {
+		p.restForce = true
+		return true
+	}
+	p.c.napsForgone++
+	if p.restKind == restNap {
+		// A nap's cycle ends where the next nap would begin: what
+		// follows a nap forgone is the sleep's way of waiting.
+		p.endSample()
+	}
+	return false
+}
+
+// Kinds of rest, and of the cycle from one rest to the next.
+const (
+	restNap   = iota // a nap (see nap)
+	restSleep        // a sleep until a socket is readable (see sleep)
+	restKinds
+	restNone = -1
+)
+
+// restCost is the CPU time and the packets of sampled cycles of one kind,
+// each from a rest to the next rest (for a nap, or to the next nap
+// forgone): the rest, its wake-up and the rounds after it,
+// polled-again empty rounds included. Sums decay by
+// 1/restDecay per sample, so the ratio is a moving average weighted by
+// packets.
+type restCost struct{ cpu, pkts int64 }
+
+// perPacket is the cost per packet, 0 without samples.
+func (c *restCost) perPacket() time.Duration {
+	if c.pkts == 0 {
+		return 0
+	}
+	return time.Duration(float64(c.cpu) / float64(c.pkts))
+}
+
+// restDecay: see restCost. restSample: every restSample'th rest, and a
+// probe nap, begins a sampled cycle; a sample reads the process's CPU
+// clock (a system call) at each end.
+const (
+	restDecay  = 8
+	restSample = 4
+)
+
+// rested is called as the poller begins a rest of kind: it ends the
+// sampled cycle, if one is open, and begins one at every restSample'th
+// rest, at a probe nap and while kind has no samples.
+func (p *Poller) rested(kind int) {
+	now, read := p.endSample()
+	sample := p.rests%restSample == 0 || p.restForce || p.rest[kind].pkts == 0
+	p.rests++
+	p.restForce = false
+	if !sample {
+		return
+	}
+	if !read {
+		p.c.syscalls++
+		now = processCPU()
+	}
+	p.restKind, p.restCPU0, p.restPkts = kind, now, 0
+}
+
+// endSample ends the sampled cycle, if one is open, and returns the
+// process's CPU time it read to do so.
+func (p *Poller) endSample() (now time.Duration, read bool) {
+	k := p.restKind
+	if k == restNone {
+		return 0, false
+	}
+	p.c.syscalls++
+	now = processCPU()
+	c := &p.rest[k]
+	c.cpu += int64(now-p.restCPU0) - c.cpu/restDecay
+	c.pkts += int64(p.restPkts) - c.pkts/restDecay
+	p.restKind = restNone
+	return now, true
 }
 
 // napOverrun: naps that last (NapTime, a moving average) more than

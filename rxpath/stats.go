@@ -60,6 +60,17 @@ type Stats struct {
 	// less than NapTime; see Config.Coalesce.
 	NapTime time.Duration
 	NapCost time.Duration
+	// NapPacketCost and SleepPacketCost are the CPU time per packet of
+	// the poller's cycles from one rest to the next that began with a
+	// nap and with a sleep (moving averages over every 4th cycle, on
+	// the process's CPU clock; 0 until measured). Where both are known,
+	// the poller naps only while NapPacketCost is the lower, but for one
+	// probe in 64: a sleep whose wake-up brings a batch (the kernel's
+	// NAPI deferral) leaves a nap nothing to gather. NapsForgone counts
+	// the naps not taken so.
+	NapPacketCost   time.Duration
+	SleepPacketCost time.Duration
+	NapsForgone     uint64
 	// RoundHistogram counts rounds by packets taken: bucket 0 is 0
 	// packets, bucket i (i > 0) is 2^(i-1) to 2^i-1, the last bucket
 	// everything above.
@@ -77,9 +88,9 @@ type SocketStats struct {
 }
 
 func (s *Stats) String() string {
-	return fmt.Sprintf("rounds %d (full %d, timed %d, max %d), packets %d (copied %d, lent %d, chains %d, kept %d, dropped %d), frames %d, invalid %d, spins %d (preempted %d), naps %d (empty %d, %v, cpu %v), sleeps %d, wakeups %d (thread %d, sleep cost %v, expected gap %v), syscalls %d, fill empty %d, starved %d",
+	return fmt.Sprintf("rounds %d (full %d, timed %d, max %d), packets %d (copied %d, lent %d, chains %d, kept %d, dropped %d), frames %d, invalid %d, spins %d (preempted %d), naps %d (empty %d, %v, cpu %v, forgone %d, cpu/packet %v against sleeps' %v), sleeps %d, wakeups %d (thread %d, sleep cost %v, expected gap %v), syscalls %d, fill empty %d, starved %d",
 		s.Rounds, s.FullRounds, s.TimeRounds, s.MaxRound, s.Packets, s.Copied, s.Lent, s.Chains, s.Kept, s.Dropped,
-		s.Frames, s.Invalid, s.Spins, s.Preempted, s.Naps, s.NapsEmpty, s.NapTime, s.NapCost, s.Sleeps, s.Wakeups, s.ThreadWakeups, s.SleepCost, s.ExpectedGap, s.Syscalls, s.FillEmpty, s.FillStarved)
+		s.Frames, s.Invalid, s.Spins, s.Preempted, s.Naps, s.NapsEmpty, s.NapTime, s.NapCost, s.NapsForgone, s.NapPacketCost, s.SleepPacketCost, s.Sleeps, s.Wakeups, s.ThreadWakeups, s.SleepCost, s.ExpectedGap, s.Syscalls, s.FillEmpty, s.FillStarved)
 }
 
 // counters are written by Run only; mirror holds their values as of the
@@ -87,6 +98,7 @@ func (s *Stats) String() string {
 type counters struct {
 	rounds, fullRounds, timeRounds, maxRound    uint64
 	spins, preempted, naps, napsEmpty           uint64
+	napsForgone                                 uint64
 	bytes, copied, lent, chains, kept           uint64
 	dropped, invalid, sleeps, wakeups, syscalls uint64
 	fillEmpty, fillStarved, threadWakeups       uint64
@@ -96,7 +108,9 @@ type counters struct {
 type mirror struct {
 	rounds, fullRounds, timeRounds, maxRound    atomic.Uint64
 	spins, preempted, naps, napsEmpty           atomic.Uint64
+	napsForgone                                 atomic.Uint64
 	sleepCost, gap, napLen, napCost             atomic.Int64
+	napPacket, sleepPacket                      atomic.Int64
 	bytes, copied, lent, chains, kept           atomic.Uint64
 	dropped, invalid, sleeps, wakeups, syscalls atomic.Uint64
 	fillEmpty, fillStarved, threadWakeups       atomic.Uint64
@@ -151,6 +165,9 @@ func (p *Poller) publish() {
 	m.gap.Store(int64(p.gap))
 	m.napLen.Store(int64(p.napLen))
 	m.napCost.Store(int64(p.napCost))
+	m.napsForgone.Store(c.napsForgone)
+	m.napPacket.Store(int64(p.rest[restNap].perPacket()))
+	m.sleepPacket.Store(int64(p.rest[restSleep].perPacket()))
 	m.sleeps.Store(c.sleeps)
 	m.wakeups.Store(c.wakeups)
 	m.syscalls.Store(c.syscalls)
@@ -187,6 +204,7 @@ func (p *Poller) Stats() (Stats, error) {
 		Spins: m.spins.Load(), Preempted: m.preempted.Load(), Naps: m.naps.Load(), NapsEmpty: m.napsEmpty.Load(), Sleeps: m.sleeps.Load(), Wakeups: m.wakeups.Load(), Syscalls: m.syscalls.Load(),
 		SleepCost: time.Duration(m.sleepCost.Load()), ExpectedGap: time.Duration(m.gap.Load()),
 		NapTime: time.Duration(m.napLen.Load()), NapCost: time.Duration(m.napCost.Load()),
+		NapPacketCost: time.Duration(m.napPacket.Load()), SleepPacketCost: time.Duration(m.sleepPacket.Load()), NapsForgone: m.napsForgone.Load(),
 		FillEmpty: m.fillEmpty.Load(), FillStarved: m.fillStarved.Load(), ThreadWakeups: m.threadWakeups.Load(),
 		Sockets: make([]SocketStats, len(p.socks)),
 	}
