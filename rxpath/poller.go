@@ -149,14 +149,14 @@ type Poller struct {
 	// cycles from one rest (a nap or a sleep) to the next, by how the
 	// cycle began, as decaying sums; and the cycle being sampled.
 	rest      [restKinds]restCost
-	restKind  int           // the sampled cycle's kind, restNone if none is
-	restCPU0  time.Duration // the process's CPU time at its start
-	restPkts  int           // packets taken since its start
-	rests     uint64        // rests begun, naps and sleeps
-	restProbe int           // naps forgone for their cost per packet (see napPays)
-	restForce bool          // sample the next rest (a probe nap)
-	sleepCost time.Duration // SleepCost(), read at Run's start
-	deadline  time.Time     // the epoll file's read deadline, zero if none
+	restKind  int               // the sampled cycle's kind, restNone if none is
+	restCPU0  time.Duration     // the process's CPU time at its start
+	restPkts  int64             // packets taken since its start
+	restsOf   [restKinds]uint64 // rests begun, by kind
+	restProbe int               // naps forgone for their cost per packet (see napPays)
+	restForce bool              // sample the next rest (a probe nap)
+	sleepCost time.Duration     // SleepCost(), read at Run's start
+	deadline  time.Time         // the epoll file's read deadline, zero if none
 	// deadlineWakeups is Stats.Wakeups when deadline was set.
 	deadlineWakeups uint64
 
@@ -416,7 +416,7 @@ func (p *Poller) loop() error {
 		if p.ender != nil {
 			p.ender.EndRound()
 		}
-		p.restPkts += got
+		p.restPkts += int64(got)
 		switch {
 		case got > 0 && p.lastEmpty:
 			if !fresh {
@@ -457,7 +457,7 @@ func (p *Poller) loop() error {
 			continue
 		}
 		idle++
-		if p.napNow(now) {
+		if p.napNow(now, idle) {
 			// Packets are flowing, sparser than a nap's cost: let
 			// them gather on the ring for one nap, then take them in
 			// one round.
@@ -567,14 +567,16 @@ func (p *Poller) arrived(now time.Duration) {
 // lasts), at least half the
 // recent naps found packets (napHit), naps end on time (NapTime within
 // napOverrun times the timer), and a nap costs less CPU than it
-// lasts (NapCost < NapTime, both measured while running; with an
-// explicit Config.Coalesce the cost is not weighed).
+// lasts (NapCost < NapTime, both measured while running), and a cycle
+// begun with a nap costs less CPU per packet than one begun with a sleep
+// (napPays, decided at the first empty round, idle 1, of a stretch; with
+// an explicit Config.Coalesce neither cost is weighed).
 // Then a nap is cheaper per packet than polling through the gaps (which
 // costs the gap itself in CPU: a nap of length T costs NapCost for the
 // T/gap packets it gathers) and than sleeping until the next packet
 // (whose wake-up the sending CPU pays for, and which gathers only the
 // packets of one wake-up's latency).
-func (p *Poller) napNow(now time.Duration) bool {
+func (p *Poller) napNow(now time.Duration, idle int) bool {
 	if p.cfg.Spin || p.cfg.IdleRounds != 0 || p.cfg.Coalesce < 0 {
 		return false
 	}
@@ -599,7 +601,7 @@ func (p *Poller) napNow(now time.Duration) bool {
 		return true
 	}
 	if p.napCost < p.napLen {
-		return p.napPays()
+		return p.napPays(idle == 1)
 	}
 	// Naps cost what they last: measure again now and then.
 	p.napProbe++
@@ -612,14 +614,20 @@ func (p *Poller) napNow(now time.Duration) bool {
 // one wake-up's latency where the kernel wakes the poller for each
 // packet, but a whole batch where it defers its wake-ups (NAPI deferral:
 // napi_defer_hard_irqs, gro_flush_timeout): a nap on top of that buys
-// nothing and costs a timer's wake-up and a round more. When a nap does
-// not pay, one in napProbeEvery is taken all the same, and sampled, to
+// nothing and costs a timer's wake-up and a round more. A nap that does
+// not pay is forgone once per stretch of empty rounds, at its first
+// (first): the empty rounds polled again after it are the sleep's way of
+// waiting, and count neither as naps forgone nor towards a probe. One
+// nap forgone in napProbeEvery is taken all the same, and sampled, to
 // measure again. Sleeps need no probe: a napping poller still sleeps
 // when the packets pause.
-func (p *Poller) napPays() bool {
+func (p *Poller) napPays(first bool) bool {
 	n, s := &p.rest[restNap], &p.rest[restSleep]
-	if n.pkts == 0 || s.pkts == 0 || n.perPacket() < s.perPacket() {
+	if !n.measured() || !s.measured() || n.perPacket() < s.perPacket() {
 		return true
+	}
+	if !first {
+		return false
 	}
 	if p.restProbe++; p.restProbe%napProbeEvery == 0 {
 		p.restForce = true
@@ -642,37 +650,50 @@ const (
 	restNone = -1
 )
 
-// restCost is the CPU time and the packets of sampled cycles of one kind,
-// each from a rest to the next rest (for a nap, or to the next nap
-// forgone): the rest, its wake-up and the rounds after it,
-// polled-again empty rounds included. Sums decay by
-// 1/restDecay per sample, so the ratio is a moving average weighted by
-// packets.
-type restCost struct{ cpu, pkts int64 }
+// restCost is the CPU time (ns) and the packets of sampled cycles of one
+// kind, each from a rest to the next rest (for a nap, or to the next nap
+// forgone): the rest, its wake-up and the rounds after it, polled-again
+// empty rounds included. Each sample decays both sums by 1/restDecay
+// first, so their ratio is a moving average weighted by packets.
+type restCost struct{ cpu, pkts float64 }
 
-// perPacket is the cost per packet, 0 without samples.
+// measured reports whether c has samples that carried packets.
+func (c *restCost) measured() bool { return c.pkts > 0 && c.cpu > 0 }
+
+// perPacket is the cost per packet, 0 if not measured.
 func (c *restCost) perPacket() time.Duration {
-	if c.pkts == 0 {
+	if !c.measured() {
 		return 0
 	}
-	return time.Duration(float64(c.cpu) / float64(c.pkts))
+	return time.Duration(c.cpu / c.pkts)
 }
 
-// restDecay: see restCost. restSample: every restSample'th rest, and a
-// probe nap, begins a sampled cycle; a sample reads the process's CPU
-// clock (a system call) at each end.
+// add counts a sampled cycle.
+func (c *restCost) add(cpu time.Duration, pkts int64) {
+	c.cpu += float64(cpu) - c.cpu/restDecay
+	c.pkts += float64(pkts) - c.pkts/restDecay
+}
+
+// restDecay: see restCost. restSample: every restSample'th rest of each
+// kind, a probe nap and a rest of a kind not yet measured begin a sampled
+// cycle; a sample reads the process's CPU clock (a system call) at each
+// end.
 const (
 	restDecay  = 8
 	restSample = 4
 )
 
 // rested is called as the poller begins a rest of kind: it ends the
-// sampled cycle, if one is open, and begins one at every restSample'th
-// rest, at a probe nap and while kind has no samples.
+// sampled cycle, if one is open, and begins one (see restSample). Where
+// the rule does not decide (Config.Spin, a non-zero IdleRounds, a
+// non-zero Coalesce), it samples nothing.
 func (p *Poller) rested(kind int) {
+	if p.cfg.Spin || p.cfg.IdleRounds != 0 || p.cfg.Coalesce != 0 {
+		return
+	}
 	now, read := p.endSample()
-	sample := p.rests%restSample == 0 || p.restForce || p.rest[kind].pkts == 0
-	p.rests++
+	sample := p.restsOf[kind]%restSample == 0 || p.restForce || !p.rest[kind].measured()
+	p.restsOf[kind]++
 	p.restForce = false
 	if !sample {
 		return
@@ -681,22 +702,26 @@ func (p *Poller) rested(kind int) {
 		p.c.syscalls++
 		now = processCPU()
 	}
-	p.restKind, p.restCPU0, p.restPkts = kind, now, 0
+	if now > 0 { // 0: the clock could not be read
+		p.restKind, p.restCPU0, p.restPkts = kind, now, 0
+	}
 }
 
 // endSample ends the sampled cycle, if one is open, and returns the
-// process's CPU time it read to do so.
+// process's CPU time it read to do so. A reading that failed (0) or went
+// back drops the sample.
 func (p *Poller) endSample() (now time.Duration, read bool) {
 	k := p.restKind
 	if k == restNone {
 		return 0, false
 	}
+	p.restKind = restNone
 	p.c.syscalls++
 	now = processCPU()
-	c := &p.rest[k]
-	c.cpu += int64(now-p.restCPU0) - c.cpu/restDecay
-	c.pkts += int64(p.restPkts) - c.pkts/restDecay
-	p.restKind = restNone
+	if now <= p.restCPU0 {
+		return now, now > 0
+	}
+	p.rest[k].add(now-p.restCPU0, p.restPkts)
 	return now, true
 }
 
