@@ -32,9 +32,10 @@
 //     and the cycles that begin with a nap cost less CPU per packet
 //     than those that begin with a sleep (Stats.NapPacketCost and
 //     SleepPacketCost: the process's CPU time from a rest to the next,
-//     every 4th of each kind, over the packets taken; a nap is forgone
-//     once per stretch of empty rounds, and one in 64 naps forgone is
-//     taken all the same to measure again). Neither cost is weighed with an explicit
+//     or from a nap to the next nap forgone, every 4th of each kind,
+//     over the packets taken; a nap is forgone once per stretch of empty
+//     rounds, and in one of 64 such stretches it is taken all the same,
+//     to measure again). Neither cost is weighed with an explicit
 //     Config.Coalesce. Where the kernel defers its wake-ups (NAPI
 //     deferral), a sleep's wake-up brings a batch, and a nap gathers
 //     nothing more for its timer's wake-up.

@@ -215,12 +215,12 @@ func TestNapPays(t *testing.T) {
 	if p.restKind != restNap {
 		t.Skip("the process's CPU clock cannot be read here")
 	}
-	p.restPkts = 100
+	p.restPkts = 200
 	if p.napNow(now, 1) {
 		t.Fatal("napped where a sleep costs less per packet")
 	}
-	if p.restKind != restNone || p.rest[restNap].pkts != 800-800/restDecay+100 {
-		t.Errorf("after a nap forgone: sample kind %d, nap samples %+v; want the nap's cycle ended with its 100 packets", p.restKind, p.rest[restNap])
+	if n := p.rest[restNap]; p.restKind != restNone || n.pkts != 800-800/restDecay+200 || n.cpu == 370*800 {
+		t.Errorf("after a nap forgone: sample kind %d, nap samples %+v; want the nap's cycle ended with its 200 packets", p.restKind, n)
 	}
 }
 
@@ -289,11 +289,11 @@ func TestRested(t *testing.T) {
 	}
 
 	// Naps and sleeps in turn: each kind is sampled every restSample'th time.
-	p = &Poller{restKind: restNone}
+	p = &Poller{}
 	p.rest[restNap], p.rest[restSleep] = restCost{cpu: 1, pkts: 1}, restCost{cpu: 1, pkts: 1}
 	var began [restKinds]int
 	for i := range 8 * restSample {
-		k := i % 2
+		k := restNap + i%2
 		p.rested(k)
 		if p.restKind == k {
 			began[k]++
@@ -301,6 +301,33 @@ func TestRested(t *testing.T) {
 	}
 	if began[restNap] != 4 || began[restSleep] != 4 {
 		t.Errorf("naps and sleeps in turn, %d of each: %d and %d samples begun, want 4 and 4", 4*restSample, began[restNap], began[restSleep])
+	}
+
+	// A clock that cannot be read (0) begins no sample and ends one
+	// without counting it; one that went back ends it the same way.
+	p = &Poller{}
+	read := processCPU
+	t.Cleanup(func() { processCPU = read })
+	processCPU = func() time.Duration { return 0 }
+	p.rested(restSleep)
+	if p.restKind != restNone {
+		t.Errorf("a sample begun with a failed clock read")
+	}
+	processCPU = read
+	p.rested(restSleep)
+	p.restPkts = 10
+	processCPU = func() time.Duration { return 0 }
+	p.rested(restNap)
+	processCPU = read
+	if s := p.rest[restSleep]; s != (restCost{}) {
+		t.Errorf("a sample ended with a failed clock read counted: %+v", s)
+	}
+	p.rested(restSleep)
+	p.restCPU0 += time.Hour
+	p.restPkts = 10
+	p.rested(restNap)
+	if s := p.rest[restSleep]; s != (restCost{}) {
+		t.Errorf("a sample whose clock went back counted: %+v", s)
 	}
 
 	for _, cfg := range []Config{{Spin: true}, {IdleRounds: 64}, {Coalesce: time.Millisecond}, {Coalesce: -1}} {

@@ -192,7 +192,7 @@ func New(cfg *Config, socks ...*xsk.Socket) (*Poller, error) {
 	if len(socks) == 0 {
 		return nil, ErrNoSockets
 	}
-	p := &Poller{cfg: c, copyMax: c.CopyThreshold, restKind: restNone}
+	p := &Poller{cfg: c, copyMax: c.CopyThreshold}
 	if p.copyMax > 0 {
 		p.copyBuf = make([]byte, p.copyMax)
 	}
@@ -507,10 +507,21 @@ func (p *Poller) loop() error {
 		if starved {
 			wait = starveWait
 		}
-		p.rested(restSleep)
+		if starved {
+			// Forced by an empty Fill ring, not chosen against a nap:
+			// it ends a sampled cycle but begins none.
+			p.endSample()
+		} else {
+			p.rested(restSleep)
+		}
 		woke, quiet, err := p.sleep(wait)
 		if err != nil {
 			return err
+		}
+		if !woke && p.restKind == restSleep {
+			// Ended by its timeout, not by packets: an idle interval
+			// says nothing of what waiting for packets costs.
+			p.restKind = restNone
 		}
 		if woke {
 			p.wokeAt = time.Since(p.epoch)
@@ -642,12 +653,13 @@ func (p *Poller) napPays(first bool) bool {
 	return false
 }
 
-// Kinds of rest, and of the cycle from one rest to the next.
+// Kinds of rest, and of the cycle from one rest to the next; restNone,
+// the zero value, is no cycle (index 0 of the arrays by kind is unused).
 const (
-	restNap   = iota // a nap (see nap)
-	restSleep        // a sleep until a socket is readable (see sleep)
+	restNone  = iota
+	restNap   // a nap (see nap)
+	restSleep // a sleep until a socket is readable (see sleep)
 	restKinds
-	restNone = -1
 )
 
 // restCost is the CPU time (ns) and the packets of sampled cycles of one
@@ -675,9 +687,11 @@ func (c *restCost) add(cpu time.Duration, pkts int64) {
 }
 
 // restDecay: see restCost. restSample: every restSample'th rest of each
-// kind, a probe nap and a rest of a kind not yet measured begin a sampled
-// cycle; a sample reads the process's CPU clock (a system call) at each
-// end.
+// kind, a probe nap and every rest of a kind not yet measured begin a
+// sampled cycle (not a sleep forced by an empty Fill ring); a sample
+// reads the process's CPU clock (a system call) at each end, and one
+// that ends on a sleep's timeout rather than on packets, or in a nap
+// cut short, is dropped.
 const (
 	restDecay  = 8
 	restSample = 4
@@ -763,6 +777,7 @@ func (p *Poller) nap() error {
 	if sample {
 		p.c.syscalls++
 		c0 = processCPU()
+		sample = c0 > 0 // 0: the clock could not be read
 	}
 	if err := p.arm(false); err != nil {
 		return err
@@ -770,6 +785,9 @@ func (p *Poller) nap() error {
 	if d := time.Duration(p.napSpec.Value.Nano()); p.cfg.Thread && d <= threadWait {
 		if !p.threadNap(d) {
 			p.nappedAt = 0 // cut short: the round after it is no nap's
+			if p.restKind == restNap {
+				p.restKind = restNone // nor is its cycle
+			}
 			return nil
 		}
 	} else if err := p.timerNap(); err != nil || p.stop.Load() {
@@ -779,7 +797,8 @@ func (p *Poller) nap() error {
 	if sample {
 		// A sample longer than twice the nap ran other work besides.
 		p.c.syscalls++
-		if c := processCPU() - c0; c > 0 {
+		if c1 := processCPU(); c1 > c0 {
+			c := c1 - c0
 			// The process's CPU clock also counts what other threads
 			// did meanwhile: a sample above the estimate moves it a
 			// little, one below it much.
@@ -834,8 +853,9 @@ const napFactor = 4
 // napSample: every napSample'th nap measures its CPU cost.
 const napSample = 16
 
-// processCPU is the process's CPU time (every thread).
-func processCPU() time.Duration {
+// processCPU is the process's CPU time (every thread), 0 if the clock
+// cannot be read. A variable, so that a test can make the read fail.
+var processCPU = func() time.Duration {
 	return time.Duration(rawProcessCPU())
 }
 

@@ -61,18 +61,21 @@ type Stats struct {
 	NapTime time.Duration
 	NapCost time.Duration
 	// NapPacketCost and SleepPacketCost are the CPU time per packet of
-	// the poller's cycles from one rest to the next that began with a
-	// nap and with a sleep: the sums of the CPU time and of the packets
-	// of every 4th cycle of each kind (and of probe naps), each decayed
-	// by 1/8 per sample, read on the process's CPU clock (other busy
-	// threads of the process count too, and raise the cost of sleeps,
-	// whose cycles span the wait); 0 until a sampled cycle carried
-	// packets. Where both are known, the poller naps only while
-	// NapPacketCost is the lower, but for one probe in 64 naps forgone:
-	// a sleep whose wake-up brings a batch (the kernel's NAPI deferral)
-	// leaves a nap nothing to gather. NapsForgone counts the naps not
-	// taken so, once per stretch of empty rounds. With Config.Spin, a
-	// non-zero IdleRounds or a non-zero Coalesce nothing is sampled.
+	// the poller's cycles from one rest to the next (a nap's: or to the
+	// next nap forgone) that began with a nap and with a sleep: the sums
+	// of the CPU time and of the packets of every 4th cycle of each kind
+	// (every cycle while a kind is not measured, and probe naps; not
+	// sleeps that end on their timeout or that an empty Fill ring
+	// forces), each decayed by 1/8 per sample, read on the process's CPU
+	// clock (other busy threads of the process count too, and raise the
+	// cost of sleeps, whose cycles span the wait); 0 until a sampled
+	// cycle carried packets. Where both are known, the poller naps only
+	// while NapPacketCost is the lower, but for one probe in 64 stretches
+	// of empty rounds where it would not: a sleep whose wake-up brings a
+	// batch (the kernel's NAPI deferral) leaves a nap nothing to gather.
+	// NapsForgone counts the naps not taken so, once per stretch of
+	// empty rounds. With Config.Spin, a non-zero IdleRounds or a non-zero
+	// Coalesce nothing is sampled.
 	NapPacketCost   time.Duration
 	SleepPacketCost time.Duration
 	NapsForgone     uint64
