@@ -519,8 +519,9 @@ func (p *Poller) loop() error {
 			return err
 		}
 		if !woke && p.restKind == restSleep {
-			// Ended by its timeout, not by packets: an idle interval
-			// says nothing of what waiting for packets costs.
+			// No socket ended it (its timeout, a signal, Run's end):
+			// an idle interval says nothing of what waiting for
+			// packets costs.
 			p.restKind = restNone
 		}
 		if woke {
@@ -690,8 +691,8 @@ func (c *restCost) add(cpu time.Duration, pkts int64) {
 // kind, a probe nap and every rest of a kind not yet measured begin a
 // sampled cycle (not a sleep forced by an empty Fill ring); a sample
 // reads the process's CPU clock (a system call) at each end, and one
-// that ends on a sleep's timeout rather than on packets, or in a nap
-// cut short, is dropped.
+// begun with a sleep that no socket ended, or with a nap cut short, is
+// dropped.
 const (
 	restDecay  = 8
 	restSample = 4

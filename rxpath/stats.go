@@ -65,8 +65,9 @@ type Stats struct {
 	// next nap forgone) that began with a nap and with a sleep: the sums
 	// of the CPU time and of the packets of every 4th cycle of each kind
 	// (every cycle while a kind is not measured, and probe naps; not
-	// sleeps that end on their timeout or that an empty Fill ring
-	// forces), each decayed by 1/8 per sample, read on the process's CPU
+	// a sleep that no socket ended or that an empty Fill ring forces, a
+	// nap cut short, or a cycle whose clock read failed), each decayed
+	// by 1/8 per sample, read on the process's CPU
 	// clock (other busy threads of the process count too, and raise the
 	// cost of sleeps, whose cycles span the wait); 0 until a sampled
 	// cycle carried packets. Where both are known, the poller naps only
