@@ -506,8 +506,6 @@ func (p *Poller) loop() error {
 		wait := closedWait
 		if starved {
 			wait = starveWait
-		}
-		if starved {
 			// Forced by an empty Fill ring, not chosen against a nap:
 			// it ends a sampled cycle but begins none.
 			p.endSample()
