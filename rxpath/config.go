@@ -91,11 +91,11 @@ type Config struct {
 	// IdleRounds is how many empty rounds the Poller polls, after a
 	// round that took packets, before it sleeps. 0 (the default) decides
 	// from measurement: nap while that pays (see Coalesce), else poll
-	// again only while the expected wait for the
-	// next packet is shorter than a sleep and its wake-up on this host
-	// (Stats.ExpectedGap, Stats.SleepCost), the packet is not overdue
-	// (the silence since the last one within twice the expected gap
-	// plus four mean deviations), and no longer than a sleep after the last packet. A positive value is a fixed
+	// again only while the silence since the last packet is shorter
+	// than the spin limit that would have cost the recent idle periods
+	// least CPU, against a sleep's CPU measured while running
+	// (Stats.SpinLimit, Stats.SleepCPU; see the package documentation).
+	// A positive value is a fixed
 	// count; negative sleeps as soon as a round comes up empty-handed.
 	// Neither naps. With Spin, the empty rounds between maintenance passes (at least
 	// 64).

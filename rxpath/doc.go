@@ -43,17 +43,25 @@
 //     per packet costs a sleep's CPU per packet and a wake-up on the
 //     sending CPU; a nap costs one sleep for every packet that arrives
 //     within it. A packet may wait on the ring for up to a nap.
-//   - Poll again at once (a spin): when a nap does not pay, while the
-//     next packet is expected sooner than a sleep and its wake-up take
-//     ([SleepCost], measured once per process), it is not overdue (the
-//     silence since the last one is within twice the expected gap plus
-//     four deviations), and never for longer than one sleep would take.
+//   - Poll again at once (a spin): when no nap is taken, while the
+//     silence since the last packet is shorter than the spin limit
+//     (Stats.SpinLimit). Polling through an idle period costs its length
+//     in CPU, a sleep costs its own CPU and its wake-up's
+//     (Stats.SleepCPU: the process's CPU time from a sleep's start to
+//     the wake-up a socket brought, every 16th such sleep), whatever the
+//     period's length. The poller keeps a histogram of the idle periods
+//     it sees (from the first empty round after packets to the next
+//     packet) and, every 64 of them, takes for its limit the bound that
+//     would have cost them least, up to twice SleepCPU: a paced sender's
+//     bursts then cost a spin over the short gaps within a burst and one
+//     sleep for the long gap between two.
 //   - Sleep until a socket is readable: otherwise.
 //
 // The expected gap is a moving average of the time between arrivals
 // seen after spins and sleeps. Stats reports the decisions and what they
 // rest on: Spins, Naps, NapsEmpty, NapsForgone, Sleeps, SleepCost,
-// ExpectedGap, NapTime, NapCost, NapPacketCost, SleepPacketCost. Config.IdleRounds replaces the rule (and naps) with
+// SleepCPU, SpinLimit, ExpectedGap, NapTime, NapCost, NapPacketCost,
+// SleepPacketCost. Config.IdleRounds replaces the rule (and naps) with
 // a fixed count of spins. A round that came up short and does not poll
 // again or nap completes, as napi_complete_done does: the poller gives
 // every Fill ring its frames back, wakes the kernel where a Fill ring

@@ -156,7 +156,14 @@ type Poller struct {
 	restProbe int               // naps forgone for their cost per packet (see napPays)
 	restForce bool              // sample the next rest (a probe nap)
 	sleepCost time.Duration     // SleepCost(), read at Run's start
-	deadline  time.Time         // the epoll file's read deadline, zero if none
+	// The spin rule (see spin.go): the idle periods seen, the limit they
+	// gave, and the CPU time of a sleep (a moving average biased low of
+	// samples; 0: none yet); sleptAt is when the last sleep began.
+	spin      spinHist
+	spinLimit time.Duration
+	sleepCPU  time.Duration
+	sleptAt   time.Duration
+	deadline  time.Time // the epoll file's read deadline, zero if none
 	// deadlineWakeups is Stats.Wakeups when deadline was set.
 	deadlineWakeups uint64
 
@@ -324,7 +331,7 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 	// afresh (calmUntil from an earlier Run would otherwise hold off
 	// polling for as long as that Run lasted).
 	p.epoch, p.lastPkt = time.Now(), 0
-	p.gap, p.dev, p.prevRound, p.spun, p.calmUntil, p.lastEmpty, p.wokeAt = 0, 0, 0, false, 0, false, 0
+	p.gap, p.dev, p.prevRound, p.spun, p.calmUntil, p.lastEmpty, p.wokeAt, p.sleptAt = 0, 0, 0, false, 0, false, 0, 0
 	p.nappedAt, p.napHit = 0, napOne
 	p.threadIdle, p.yieldAt = false, 0
 	p.restKind = restNone // the rest costs are kept across Runs, not a cycle begun in one
@@ -388,10 +395,11 @@ func (p *Poller) loop() error {
 	idle := 0 // empty rounds in a row
 	// The clock (a vDSO call, as dear as a round that finds the ring
 	// empty) is read only where the idle rule needs it: at the start of
-	// a round after a sleep and of every clockEvery'th empty round polled
-	// again, at an arrival (a round that took packets after an empty
-	// one) and at the first empty round after packets. In between, now
-	// is the last reading: a few empty rounds old at most.
+	// a round after a sleep, a nap or an empty round polled again (the
+	// spin limit is a time, often of a few rounds), at an arrival (a
+	// round that took packets after an empty one) and at the first empty
+	// round after packets. Rounds that take packets back to back do not
+	// read it: there, now is the last reading.
 	now, readClock := time.Since(p.epoch), true
 	p.lastEmpty = true // no arrival sample before the first packet
 	for !p.stop.Load() {
@@ -470,8 +478,7 @@ func (p *Poller) loop() error {
 		}
 		if p.keepPolling(now, idle) {
 			p.c.spins++
-			p.spun = true
-			readClock = idle%clockEvery == 0
+			p.spun, readClock = true, true
 			continue
 		}
 		idle, readClock = 0, true
@@ -504,17 +511,32 @@ func (p *Poller) loop() error {
 		// Never sleep longer than closedWait: a socket closed while we
 		// sleep leaves the epoll set without a word.
 		wait := closedWait
+		var cpu0 time.Duration // the process's CPU time, to time this sleep
 		if starved {
 			wait = starveWait
 			// Forced by an empty Fill ring, not chosen against a nap:
-			// it ends a sampled cycle but begins none.
+			// it ends a sampled cycle but begins none, nor is it timed.
 			p.endSample()
 		} else {
-			p.rested(restSleep)
+			cpu0 = p.rested(restSleep)
+			if p.cfg.IdleRounds != 0 || p.c.sleeps%sleepSample != 0 && p.sleepCPU > 0 {
+				cpu0 = 0
+			} else if cpu0 == 0 {
+				p.c.syscalls++
+				cpu0 = processCPU()
+			}
 		}
+		p.sleptAt = now
 		woke, quiet, err := p.sleep(wait)
 		if err != nil {
 			return err
+		}
+		if woke && cpu0 > 0 {
+			// A sleep that a socket ended: what it cost against polling.
+			p.c.syscalls++
+			if c := processCPU() - cpu0; c > 0 {
+				p.sleepCPU = lowMean(p.sleepCPU, c)
+			}
 		}
 		if !woke && p.restKind == restSleep {
 			// No socket ended it (its timeout, a signal, Run's end):
@@ -558,6 +580,7 @@ func (p *Poller) arrived(now time.Duration) {
 		if p.wokeAt > 0 {
 			at = max(p.wokeAt-p.sleepCost, p.lastPkt)
 		}
+		p.idleEnded(at)
 		sample := min(at-p.lastPkt, 2*max(p.sleepCost, p.napLen))
 		d := sample - p.gap
 		p.gap += d / 4
@@ -699,17 +722,18 @@ const (
 // rested is called as the poller begins a rest of kind: it ends the
 // sampled cycle, if one is open, and begins one (see restSample). Where
 // the rule does not decide (Config.Spin, a non-zero IdleRounds, a
-// non-zero Coalesce), it samples nothing.
-func (p *Poller) rested(kind int) {
+// non-zero Coalesce), it samples nothing. It returns the process's CPU
+// time if it read it (to end a cycle or begin one), else 0.
+func (p *Poller) rested(kind int) (cpu time.Duration) {
 	if p.cfg.Spin || p.cfg.IdleRounds != 0 || p.cfg.Coalesce != 0 {
-		return
+		return 0
 	}
 	now, read := p.endSample()
 	sample := p.restsOf[kind]%restSample == 0 || p.restForce || !p.rest[kind].measured()
 	p.restsOf[kind]++
 	p.restForce = false
 	if !sample {
-		return
+		return now
 	}
 	if !read {
 		p.c.syscalls++
@@ -718,6 +742,7 @@ func (p *Poller) rested(kind int) {
 	if now > 0 { // 0: the clock could not be read
 		p.restKind, p.restCPU0, p.restPkts = kind, now, 0
 	}
+	return now
 }
 
 // endSample ends the sampled cycle, if one is open, and returns the
@@ -797,16 +822,7 @@ func (p *Poller) nap() error {
 		// A sample longer than twice the nap ran other work besides.
 		p.c.syscalls++
 		if c1 := processCPU(); c1 > c0 {
-			c := c1 - c0
-			// The process's CPU clock also counts what other threads
-			// did meanwhile: a sample above the estimate moves it a
-			// little, one below it much.
-			switch {
-			case p.napCost == 0 || c < p.napCost:
-				p.napCost = c
-			default:
-				p.napCost += (c - p.napCost) / 16
-			}
+			p.napCost = lowMean(p.napCost, c1-c0)
 		}
 	}
 	if p.c.naps == 0 {
@@ -861,13 +877,8 @@ var processCPU = func() time.Duration {
 // keepPolling decides, after the idle'th empty round in a row, begun at
 // now, whether to poll again (true) or to sleep. With Config.IdleRounds 0
 // it polls only while no other task was found to want the CPU (see
-// preemptedAfter) and the next packet is expected sooner than a sleep and
-// its wake-up take (SleepCost, measured on the host): while the expected
-// gap is shorter than that and the packet is not overdue, that is while
-// the silence since the last packet is within twice the expected gap plus
-// four deviations (beyond it, a burst ended), and never longer than one sleep
-// (so that a stream which stopped costs at most twice what sleeping at
-// once would have). Spin polls
+// preemptedAfter) and the silence since the last packet is shorter than
+// the spin limit (see spin.go). Spin polls
 // IdleRounds (64 by default) rounds between maintenance passes; a positive
 // IdleRounds is a fixed count; a negative one sleeps at once.
 func (p *Poller) keepPolling(now time.Duration, idle int) bool {
@@ -879,16 +890,11 @@ func (p *Poller) keepPolling(now time.Duration, idle int) bool {
 	case r < 0:
 		return false
 	}
-	quiet := now - p.lastPkt
-	return now >= p.calmUntil && p.gap < p.sleepCost && quiet < p.sleepCost && quiet <= 2*p.gap+4*p.dev
+	return now >= p.calmUntil && now-p.lastPkt < p.spinLimit
 }
 
-// clockEvery: of the empty rounds a poller polls again, every
-// clockEvery'th reads the clock (see loop).
-const clockEvery = 8
-
 // A round that begins more than preemptedAfter sleep costs after an empty
-// round the poller polled again (as read every clockEvery rounds) means the scheduler ran something else
+// round the poller polled again means the scheduler ran something else
 // meanwhile; the poller then sleeps as soon as a round comes up empty for
 // the next calmFor sleep costs (some scheduler time slices).
 const (

@@ -131,6 +131,11 @@ func TestReceive100k(t *testing.T) {
 	if x := st.Sockets[0].XDP; x.RXDropped != 0 || x.RXInvalidDescs != 0 || x.RXRingFull != 0 {
 		t.Errorf("kernel dropped packets: %+v", x)
 	}
+	// Until one is timed, every sleep that a socket ends is: the spin
+	// rule weighs polling against it.
+	if st.Wakeups > 0 && st.SleepCPU <= 0 {
+		t.Errorf("%d wake-ups, none timed (SleepCPU %v)", st.Wakeups, st.SleepCPU)
+	}
 }
 
 func TestTwoQueuesShare(t *testing.T) {

@@ -39,17 +39,28 @@ type Stats struct {
 	Syscalls      uint64 // system calls made by the poller: RX wake-ups, busy polls, epoll_ctl arming the sockets for a sleep or disarming them for a nap or a busy stretch (see disarmAfter), a nap's timerfd calls and CPU-clock reads, a Config.Thread poller's ppolls (the blocking waits in the Go runtime's poller are not counted)
 	FillEmpty     uint64 // refills that found a Fill ring empty
 	FillStarved   uint64 // refills that found no frame to put on an empty Fill ring
-	// SleepCost is what the idle rule weighs polling against: how long a
-	// sleep in the Go runtime's poller and its wake-up take on this host
-	// (SleepCost), as of the last Run. ExpectedGap is the poller's
-	// current estimate of the wait for the next packet. With
-	// Config.IdleRounds 0 an empty round is followed by another at once
-	// (counted in Spins) only while ExpectedGap < SleepCost, the next
-	// packet is not overdue (see Config.IdleRounds) and for at most
-	// SleepCost after the last packet, when it does not nap (see
-	// NapTime); otherwise the poller sleeps.
+	// SleepCost is how long a sleep in the Go runtime's poller and its
+	// wake-up take on this host (SleepCost), as of the last Run: it sets
+	// the default nap. ExpectedGap is the poller's current estimate of
+	// the wait for the next packet, which the nap rule weighs.
 	SleepCost   time.Duration
 	ExpectedGap time.Duration
+	// SleepCPU is the CPU time a sleep costs, from its start to the
+	// wake-up a socket brought: a biased-low moving average over every
+	// 16th such sleep, read on the process's CPU clock (other busy
+	// threads of the process count too); 0 until one was timed.
+	// SpinLimit is the spin rule's decision: with Config.IdleRounds 0
+	// an empty round that does not nap is followed by another at once
+	// (counted in Spins) only while the silence since the last packet
+	// is shorter than SpinLimit; otherwise the poller sleeps. Every 64
+	// idle periods (from the first empty round after packets to the
+	// next packet) the poller sets it to the bound, among 0 and those of
+	// its histogram of those periods up to twice SleepCPU, that would
+	// have cost the periods seen least CPU: a period within the limit
+	// costs its length, a longer one the limit plus SleepCPU. 0 until
+	// decided: sleep at once.
+	SleepCPU  time.Duration
+	SpinLimit time.Duration
 	// NapTime is how long a nap lasts (a moving average: Config.Coalesce
 	// plus the kernel's timer slack and wake-up), NapCost the CPU time one
 	// costs (a biased-low moving average over every 16th nap, read on the
@@ -97,9 +108,9 @@ type SocketStats struct {
 }
 
 func (s *Stats) String() string {
-	return fmt.Sprintf("rounds %d (full %d, timed %d, max %d), packets %d (copied %d, lent %d, chains %d, kept %d, dropped %d), frames %d, invalid %d, spins %d (preempted %d), naps %d (empty %d, %v, cpu %v, forgone %d, cpu/packet %v against sleeps' %v), sleeps %d, wakeups %d (thread %d, sleep cost %v, expected gap %v), syscalls %d, fill empty %d, starved %d",
+	return fmt.Sprintf("rounds %d (full %d, timed %d, max %d), packets %d (copied %d, lent %d, chains %d, kept %d, dropped %d), frames %d, invalid %d, spins %d (preempted %d), naps %d (empty %d, %v, cpu %v, forgone %d, cpu/packet %v against sleeps' %v), sleeps %d (cpu %v, spin limit %v), wakeups %d (thread %d, sleep cost %v, expected gap %v), syscalls %d, fill empty %d, starved %d",
 		s.Rounds, s.FullRounds, s.TimeRounds, s.MaxRound, s.Packets, s.Copied, s.Lent, s.Chains, s.Kept, s.Dropped,
-		s.Frames, s.Invalid, s.Spins, s.Preempted, s.Naps, s.NapsEmpty, s.NapTime, s.NapCost, s.NapsForgone, s.NapPacketCost, s.SleepPacketCost, s.Sleeps, s.Wakeups, s.ThreadWakeups, s.SleepCost, s.ExpectedGap, s.Syscalls, s.FillEmpty, s.FillStarved)
+		s.Frames, s.Invalid, s.Spins, s.Preempted, s.Naps, s.NapsEmpty, s.NapTime, s.NapCost, s.NapsForgone, s.NapPacketCost, s.SleepPacketCost, s.Sleeps, s.SleepCPU, s.SpinLimit, s.Wakeups, s.ThreadWakeups, s.SleepCost, s.ExpectedGap, s.Syscalls, s.FillEmpty, s.FillStarved)
 }
 
 // counters are written by Run only; mirror holds their values as of the
@@ -119,6 +130,7 @@ type mirror struct {
 	spins, preempted, naps, napsEmpty           atomic.Uint64
 	napsForgone                                 atomic.Uint64
 	sleepCost, gap, napLen, napCost             atomic.Int64
+	sleepCPU, spinLimit                         atomic.Int64
 	napPacket, sleepPacket                      atomic.Int64
 	bytes, copied, lent, chains, kept           atomic.Uint64
 	dropped, invalid, sleeps, wakeups, syscalls atomic.Uint64
@@ -174,6 +186,8 @@ func (p *Poller) publish() {
 	m.gap.Store(int64(p.gap))
 	m.napLen.Store(int64(p.napLen))
 	m.napCost.Store(int64(p.napCost))
+	m.sleepCPU.Store(int64(p.sleepCPU))
+	m.spinLimit.Store(int64(p.spinLimit))
 	m.napsForgone.Store(c.napsForgone)
 	m.napPacket.Store(int64(p.rest[restNap].perPacket()))
 	m.sleepPacket.Store(int64(p.rest[restSleep].perPacket()))
@@ -212,6 +226,7 @@ func (p *Poller) Stats() (Stats, error) {
 		Chains: m.chains.Load(), Kept: m.kept.Load(), Dropped: m.dropped.Load(), Invalid: m.invalid.Load(),
 		Spins: m.spins.Load(), Preempted: m.preempted.Load(), Naps: m.naps.Load(), NapsEmpty: m.napsEmpty.Load(), Sleeps: m.sleeps.Load(), Wakeups: m.wakeups.Load(), Syscalls: m.syscalls.Load(),
 		SleepCost: time.Duration(m.sleepCost.Load()), ExpectedGap: time.Duration(m.gap.Load()),
+		SleepCPU: time.Duration(m.sleepCPU.Load()), SpinLimit: time.Duration(m.spinLimit.Load()),
 		NapTime: time.Duration(m.napLen.Load()), NapCost: time.Duration(m.napCost.Load()),
 		NapPacketCost: time.Duration(m.napPacket.Load()), SleepPacketCost: time.Duration(m.sleepPacket.Load()), NapsForgone: m.napsForgone.Load(),
 		FillEmpty: m.fillEmpty.Load(), FillStarved: m.fillStarved.Load(), ThreadWakeups: m.threadWakeups.Load(),

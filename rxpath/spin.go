@@ -1,0 +1,118 @@
+package rxpath
+
+import "time"
+
+// The spin rule. After an empty round that does not nap, a poller with
+// Config.IdleRounds 0 polls again at once (a spin) only while the silence
+// since the last packet is shorter than its spin limit, and otherwise
+// sleeps until a socket is readable. Waiting is a ski rental: polling
+// through an idle period costs its length in CPU, a sleep costs the CPU of
+// a sleep and its wake-up (sleepCPU, measured while running), whatever the
+// period's length. Polling for at most T and then sleeping costs an idle
+// period of length x
+//
+//	x             if x < T (polled through),
+//	T + sleepCPU  otherwise (polled for T, then slept).
+//
+// The poller counts the idle periods it sees by length (spinHist) and, every
+// spinEvery'th period, takes for its limit the T, among 0 and the buckets'
+// bounds up to twice sleepCPU, that would have cost those periods least.
+// Traffic that comes in bursts (a paced sender's batches) has short gaps
+// within a burst and long ones between bursts: the limit then covers the
+// former and the poller sleeps through the latter at once, where polling
+// for as long as a sleep's wake-up takes (SleepCost) would cost that much
+// CPU after every burst.
+//
+// An idle period runs from the first empty round after a round that took
+// packets to the start of the next round that takes packets; after a
+// sleep, to its wake-up less a SleepCost, but no earlier than the sleep's
+// start. One that ends after a nap is not counted: the nap's round does
+// not say when in the nap its packets came.
+
+// spinHist is the distribution of idle periods: their count and total
+// length (ns) by bucket, decayed by half at each decision. Bucket k holds
+// periods shorter than spinBound(k) and, for k > 0, at least
+// spinBound(k-1); the last bucket holds every longer period.
+type spinHist struct {
+	n, sum [spinBuckets]float64
+	seen   uint64 // periods counted
+}
+
+// Buckets of spinHist: bounds from spinBase (250 ns) to 1.024 ms.
+// spinEvery: periods between two decisions of the limit.
+const (
+	spinBuckets = 14
+	spinBase    = 250 * time.Nanosecond
+	spinEvery   = 64
+)
+
+// spinBound is the upper bound of bucket k, for k < spinBuckets-1.
+func spinBound(k int) time.Duration { return spinBase << k }
+
+// add counts an idle period of length x and reports whether the limit
+// is due to be decided again.
+func (h *spinHist) add(x time.Duration) bool {
+	k := 0
+	for k < spinBuckets-1 && x >= spinBound(k) {
+		k++
+	}
+	h.n[k]++
+	h.sum[k] += float64(max(x, 0))
+	h.seen++
+	return h.seen%spinEvery == 0
+}
+
+// limit returns the spin limit that would have cost the counted periods
+// least (see the spin rule) with a sleep costing sleep, among 0 and the
+// buckets' bounds up to most, the shortest of equals; then it halves the
+// counts, so that older periods weigh less.
+func (h *spinHist) limit(sleep, most time.Duration) time.Duration {
+	var total float64
+	for _, n := range h.n {
+		total += n
+	}
+	best, least := time.Duration(0), total*float64(sleep)
+	var spun, ended float64 // length and count of the periods within t
+	for k := 0; k < spinBuckets-1 && spinBound(k) <= most; k++ {
+		t := spinBound(k)
+		spun += h.sum[k]
+		ended += h.n[k]
+		if c := spun + (total-ended)*float64(t+sleep); c < least {
+			best, least = t, c
+		}
+	}
+	for k := range h.n {
+		h.n[k] /= 2
+		h.sum[k] /= 2
+	}
+	return best
+}
+
+// idleEnded counts an idle period that ended at arrival, and decides the
+// spin limit again when that is due (0 while no sleep has been timed).
+func (p *Poller) idleEnded(arrival time.Duration) {
+	x := arrival - p.lastPkt
+	if p.wokeAt > 0 {
+		// The packet came no earlier than the sleep began: the poller
+		// polled until then.
+		x = max(x, p.sleptAt-p.lastPkt)
+	}
+	if p.spin.add(x) {
+		p.spinLimit = p.spin.limit(p.sleepCPU, min(2*p.sleepCPU, calMax))
+	}
+}
+
+// sleepSample: every sleepSample'th sleep (and every one while none has
+// been measured) is timed on the process's CPU clock for sleepCPU.
+const sleepSample = 16
+
+// lowMean moves est, a moving average biased low, towards the sample c:
+// a sample below it (or the first) is taken as it is, one above it moves
+// it by a sixteenth. The process's CPU clock, which these samples read,
+// also counts what other threads did meanwhile.
+func lowMean(est, c time.Duration) time.Duration {
+	if est == 0 || c < est {
+		return c
+	}
+	return est + (c-est)/16
+}

@@ -1,0 +1,142 @@
+package rxpath
+
+import (
+	"testing"
+	"time"
+)
+
+const us = time.Microsecond
+
+// period is a share of idle periods of one length.
+type period struct {
+	x time.Duration
+	n int
+}
+
+// TestSpinLimit: the limit is the one that would have cost the periods
+// seen least, a period within it costing its length and a longer one the
+// limit plus a sleep's CPU, among 0 and the buckets' bounds up to most.
+func TestSpinLimit(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		periods     []period
+		sleep, most time.Duration
+		want        time.Duration
+	}{
+		{"none", nil, 8 * us, 16 * us, 0},
+		{"short gaps", []period{{1 * us, 64}}, 8 * us, 16 * us, 2 * us},
+		{"long gaps", []period{{600 * us, 64}}, 8 * us, 16 * us, 0},
+		// A paced sender's bursts: gaps within a burst and between them.
+		// Polling for 2 µs costs 0.8*1 + 0.2*(2+8) µs a period on
+		// average, sleeping at once 8.
+		{"bursts", []period{{1 * us, 51}, {600 * us, 13}}, 8 * us, 16 * us, 2 * us},
+		// Half the periods long and sleeps cheap: 0.5*1 + 0.5*(2+2) =
+		// 2.5 µs against 2.
+		{"cheap sleeps", []period{{1 * us, 32}, {600 * us, 32}}, 2 * us, 4 * us, 0},
+		// Gaps longer than a sleep costs are slept through.
+		{"gaps above a sleep", []period{{12 * us, 64}}, 8 * us, 16 * us, 0},
+		{"gaps below a sleep", []period{{12 * us, 64}}, 20 * us, 40 * us, 16 * us},
+		{"bound by most", []period{{12 * us, 64}}, 20 * us, 8 * us, 0},
+		// A period as long as a bound is not within it.
+		{"at a bound", []period{{2 * us, 64}}, 8 * us, 16 * us, 4 * us},
+	} {
+		var h spinHist
+		for _, p := range c.periods {
+			for range p.n {
+				h.add(p.x)
+			}
+		}
+		if got := h.limit(c.sleep, c.most); got != c.want {
+			t.Errorf("%s: limit %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestSpinDecay: each decision halves the counts, so that recent periods
+// weigh more. 64 long periods, then 32 short ones: with the long ones
+// halved, polling for 2 µs costs 32*1 + 32*(2+4) µs against 64*4 for
+// sleeping at once; with them whole, 32*1 + 64*6 against 96*4.
+func TestSpinDecay(t *testing.T) {
+	var h spinHist
+	for range 64 {
+		h.add(600 * us)
+	}
+	if got := h.limit(4*us, 8*us); got != 0 {
+		t.Fatalf("after long periods: limit %v, want 0", got)
+	}
+	for range 32 {
+		h.add(1 * us)
+	}
+	if got := h.limit(4*us, 8*us); got != 2*us {
+		t.Errorf("after 32 short periods: limit %v, want 2µs", got)
+	}
+}
+
+// TestSpinRule: the poller counts idle periods as they end, decides the
+// limit every spinEvery'th (0 while no sleep was timed), and polls again
+// only within it. After a sleep a period lasts at least until the sleep
+// began, however soon the wake-up less a SleepCost would put the packet.
+func TestSpinRule(t *testing.T) {
+	p := &Poller{}
+	at := 10 * time.Millisecond
+	periods := func(n int, x time.Duration, slept bool) {
+		for range n {
+			p.lastPkt, p.wokeAt, p.sleptAt = at, 0, 0
+			arrival := at + x
+			if slept {
+				// Slept at once; the wake-up less a SleepCost puts
+				// the packet no later than the last one.
+				p.sleptAt, p.wokeAt = at+x, at+x+us
+				arrival = at
+			}
+			p.idleEnded(arrival)
+			at += x + time.Millisecond
+		}
+	}
+	periods(spinEvery, us, false)
+	if p.spinLimit != 0 {
+		t.Fatalf("limit %v decided with no sleep's CPU known", p.spinLimit)
+	}
+	p.sleepCPU = 8 * us
+	periods(spinEvery, us, false)
+	if p.spinLimit != 2*us {
+		t.Fatalf("after short periods: limit %v, want 2µs", p.spinLimit)
+	}
+	p.lastPkt = at
+	if !p.keepPolling(at+us, 1) || p.keepPolling(at+2*us, 1) {
+		t.Errorf("limit 2µs: polls again at 1µs %v (want true), at 2µs %v (want false)",
+			p.keepPolling(at+us, 1), p.keepPolling(at+2*us, 1))
+	}
+	p.calmUntil = at + time.Second
+	if p.keepPolling(at+us, 1) {
+		t.Error("polls again while calm (another task wants the CPU)")
+	}
+	p.calmUntil = 0
+	// Long periods slept through, whose packets the wake-up would place
+	// at the last packet: after three decisions, 112 of them (halved as
+	// they came) outweigh the 16 short ones left.
+	periods(3*spinEvery, 600*us, true)
+	if p.spinLimit != 0 {
+		t.Errorf("after long periods slept through: limit %v, want 0", p.spinLimit)
+	}
+	for _, cfg := range []Config{{IdleRounds: -1}, {IdleRounds: 2}} {
+		q := &Poller{cfg: cfg, spinLimit: time.Second}
+		if got := q.keepPolling(at+us, 3); got {
+			t.Errorf("IdleRounds %d: polls again a third time", cfg.IdleRounds)
+		}
+	}
+}
+
+// TestLowMean: a sample below the estimate is taken, one above moves it
+// by a sixteenth.
+func TestLowMean(t *testing.T) {
+	for _, c := range []struct{ est, c, want time.Duration }{
+		{0, 5 * us, 5 * us},
+		{8 * us, 5 * us, 5 * us},
+		{8 * us, 24 * us, 9 * us},
+	} {
+		if got := lowMean(c.est, c.c); got != c.want {
+			t.Errorf("lowMean(%v, %v) = %v, want %v", c.est, c.c, got, c.want)
+		}
+	}
+}
