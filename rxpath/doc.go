@@ -47,12 +47,13 @@
 //     silence since the last packet is shorter than the spin limit
 //     (Stats.SpinLimit). Polling through an idle period costs its length
 //     in CPU, a sleep costs its own CPU and its wake-up's
-//     (Stats.SleepCPU: the process's CPU time from a sleep's start to
-//     the wake-up a socket brought, every 16th such sleep), whatever the
-//     period's length. The poller keeps a histogram of the idle periods
-//     it sees (from the first empty round after packets to the next
-//     packet) and, every 64 of them, takes for its limit the bound that
-//     would have cost them least, up to twice SleepCPU: a paced sender's
+//     (Stats.SleepCPU: the least of the last 8 samples of the process's
+//     CPU time from a sleep's start to the wake-up a socket brought,
+//     every 16th sleep), whatever the period's length. The poller keeps
+//     a histogram of the idle periods it sees (from the first empty
+//     round after packets to the next packet) and, every 64 of them,
+//     takes for its limit the bound that would have cost them least, up
+//     to twice SleepCPU and never beyond SleepCost: a paced sender's
 //     bursts then cost a spin over the short gaps within a burst and one
 //     sleep for the long gap between two.
 //   - Sleep until a socket is readable: otherwise.

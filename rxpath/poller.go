@@ -157,13 +157,22 @@ type Poller struct {
 	restForce bool              // sample the next rest (a probe nap)
 	sleepCost time.Duration     // SleepCost(), read at Run's start
 	// The spin rule (see spin.go): the idle periods seen, the limit they
-	// gave, and the CPU time of a sleep (a moving average biased low of
-	// samples; 0: none yet); sleptAt is when the last sleep began.
-	spin      spinHist
-	spinLimit time.Duration
-	sleepCPU  time.Duration
-	sleptAt   time.Duration
-	deadline  time.Time // the epoll file's read deadline, zero if none
+	// gave, and the CPU time of a sleep (the least of the last
+	// len(sleepCPUs) samples; 0: none yet). sleptAt is the start of the
+	// round before the last sleep; parked whether that sleep blocked
+	// (readyCalls counts the ready checks of a runtime sleep);
+	// idleStarved whether a sleep an empty Fill ring forced came since
+	// the last packet.
+	spin        spinHist
+	spinLimit   time.Duration
+	sleepCPU    time.Duration
+	sleepCPUs   [sleepKeep]time.Duration
+	sleepTimed  uint64
+	sleptAt     time.Duration
+	parked      bool
+	readyCalls  int
+	idleStarved bool
+	deadline    time.Time // the epoll file's read deadline, zero if none
 	// deadlineWakeups is Stats.Wakeups when deadline was set.
 	deadlineWakeups uint64
 
@@ -250,7 +259,10 @@ func New(cfg *Config, socks ...*xsk.Socket) (*Poller, error) {
 	if c.Thread {
 		p.pfds = make([]unix.PollFd, 0, len(p.socks))
 	}
-	p.ready = func(uintptr) bool { return p.stop.Load() || p.anyReady() }
+	p.ready = func(uintptr) bool {
+		p.readyCalls++
+		return p.stop.Load() || p.anyReady()
+	}
 	p.napped = func(uintptr) bool { return p.stop.Load() || p.napOver() }
 	p.pkt.Segments = p.segs[:0]
 	return p, nil
@@ -395,11 +407,11 @@ func (p *Poller) loop() error {
 	idle := 0 // empty rounds in a row
 	// The clock (a vDSO call, as dear as a round that finds the ring
 	// empty) is read only where the idle rule needs it: at the start of
-	// a round after a sleep, a nap or an empty round polled again (the
-	// spin limit is a time, often of a few rounds), at an arrival (a
-	// round that took packets after an empty one) and at the first empty
-	// round after packets. Rounds that take packets back to back do not
-	// read it: there, now is the last reading.
+	// a round after a sleep, a nap or an empty round polled again (with
+	// Config.Spin or a positive IdleRounds, every clockEvery'th), at an
+	// arrival (a round that took packets after an empty one) and at the
+	// first empty round after packets. Rounds that take packets back to
+	// back do not read it: there, now is the last reading.
 	now, readClock := time.Since(p.epoch), true
 	p.lastEmpty = true // no arrival sample before the first packet
 	for !p.stop.Load() {
@@ -478,7 +490,10 @@ func (p *Poller) loop() error {
 		}
 		if p.keepPolling(now, idle) {
 			p.c.spins++
-			p.spun, readClock = true, true
+			// The spin rule's limit is a time, often of a few rounds:
+			// read the clock every round while it decides.
+			p.spun = true
+			readClock = p.cfg.IdleRounds == 0 && !p.cfg.Spin || idle%clockEvery == 0
 			continue
 		}
 		idle, readClock = 0, true
@@ -515,11 +530,13 @@ func (p *Poller) loop() error {
 		if starved {
 			wait = starveWait
 			// Forced by an empty Fill ring, not chosen against a nap:
-			// it ends a sampled cycle but begins none, nor is it timed.
+			// it ends a sampled cycle but begins none, nor is it timed,
+			// nor is the idle period it falls in counted.
 			p.endSample()
+			p.idleStarved = true
 		} else {
 			cpu0 = p.rested(restSleep)
-			if p.cfg.IdleRounds != 0 || p.c.sleeps%sleepSample != 0 && p.sleepCPU > 0 {
+			if !p.timeSleep() {
 				cpu0 = 0
 			} else if cpu0 == 0 {
 				p.c.syscalls++
@@ -531,11 +548,13 @@ func (p *Poller) loop() error {
 		if err != nil {
 			return err
 		}
-		if woke && cpu0 > 0 {
-			// A sleep that a socket ended: what it cost against polling.
-			p.c.syscalls++
-			if c := processCPU() - cpu0; c > 0 {
-				p.sleepCPU = lowMean(p.sleepCPU, c)
+		if woke {
+			p.wokeAt = time.Since(p.epoch)
+			if cpu0 > 0 {
+				// A sleep that a socket ended: what it cost against
+				// polling.
+				p.c.syscalls++
+				p.sleptFor(processCPU()-cpu0, p.wokeAt-p.sleptAt)
 			}
 		}
 		if !woke && p.restKind == restSleep {
@@ -543,9 +562,6 @@ func (p *Poller) loop() error {
 			// an idle interval says nothing of what waiting for
 			// packets costs.
 			p.restKind = restNone
-		}
-		if woke {
-			p.wokeAt = time.Since(p.epoch)
 		}
 		if quiet && !starved && !p.stop.Load() {
 			// A quiet interval. A socket whose interface went away is
@@ -573,14 +589,22 @@ func (p *Poller) loop() error {
 // and a nap: one pause between bursts does not make the poller sleep
 // through the next burst, a stream slower than that still does. A sleep
 // that a packet ended within a quarter of a nap counts, at half the
-// weight of a nap, as a nap that would have found one (napHit).
+// weight of a nap, as a nap that would have found one (napHit); one that
+// did not block (the packet came as it began) puts the arrival at the
+// wake. The idle period that ended is counted for the spin rule (see
+// idleEnded), unless an empty Fill ring forced a sleep in it.
 func (p *Poller) arrived(now time.Duration) {
 	if p.lastPkt > 0 && p.lastEmpty && p.nappedAt == 0 {
 		at := now
 		if p.wokeAt > 0 {
-			at = max(p.wokeAt-p.sleepCost, p.lastPkt)
+			at = p.wokeAt // a sleep that did not block: the packet was there
+			if p.parked {
+				at = max(p.wokeAt-p.sleepCost, p.lastPkt)
+			}
 		}
-		p.idleEnded(at)
+		if !p.idleStarved {
+			p.idleEnded(at)
+		}
 		sample := min(at-p.lastPkt, 2*max(p.sleepCost, p.napLen))
 		d := sample - p.gap
 		p.gap += d / 4
@@ -590,7 +614,7 @@ func (p *Poller) arrived(now time.Duration) {
 			p.napHit += (napOne - p.napHit) / 8
 		}
 	}
-	p.lastPkt = now
+	p.lastPkt, p.idleStarved = now, false
 }
 
 // napNow decides, after an empty round begun at now, whether to nap:
@@ -819,7 +843,6 @@ func (p *Poller) nap() error {
 	}
 	d := time.Since(p.epoch) - start
 	if sample {
-		// A sample longer than twice the nap ran other work besides.
 		p.c.syscalls++
 		if c1 := processCPU(); c1 > c0 {
 			p.napCost = lowMean(p.napCost, c1-c0)
@@ -831,6 +854,17 @@ func (p *Poller) nap() error {
 	p.c.naps++
 	p.napLen += (d - p.napLen) / 8
 	return nil
+}
+
+// lowMean moves est, a moving average biased low, towards the sample c:
+// a sample below it (or the first) is taken as it is, one above it moves
+// it by a sixteenth (NapCost: the process's CPU clock, which its samples
+// read, also counts what other threads did meanwhile).
+func lowMean(est, c time.Duration) time.Duration {
+	if est == 0 || c < est {
+		return c
+	}
+	return est + (c-est)/16
 }
 
 // timerNap is the nap's wait on the timerfd through the runtime's poller.
@@ -892,6 +926,10 @@ func (p *Poller) keepPolling(now time.Duration, idle int) bool {
 	}
 	return now >= p.calmUntil && now-p.lastPkt < p.spinLimit
 }
+
+// clockEvery: with Config.Spin or a positive IdleRounds, every
+// clockEvery'th empty round polled again reads the clock (see loop).
+const clockEvery = 8
 
 // A round that begins more than preemptedAfter sleep costs after an empty
 // round the poller polled again means the scheduler ran something else

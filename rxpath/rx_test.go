@@ -136,6 +136,9 @@ func TestReceive100k(t *testing.T) {
 	if st.Wakeups > 0 && st.SleepCPU <= 0 {
 		t.Errorf("%d wake-ups, none timed (SleepCPU %v)", st.Wakeups, st.SleepCPU)
 	}
+	if st.SpinLimit > st.SleepCost {
+		t.Errorf("spin limit %v beyond SleepCost %v", st.SpinLimit, st.SleepCost)
+	}
 }
 
 func TestTwoQueuesShare(t *testing.T) {

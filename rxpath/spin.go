@@ -16,7 +16,9 @@ import "time"
 //
 // The poller counts the idle periods it sees by length (spinHist) and, every
 // spinEvery'th period, takes for its limit the T, among 0 and the buckets'
-// bounds up to twice sleepCPU, that would have cost those periods least.
+// bounds up to twice sleepCPU and no longer than a sleep's wake-up takes
+// (SleepCost: the bound of the rule before this one), that would have
+// cost those periods least.
 // Traffic that comes in bursts (a paced sender's batches) has short gaps
 // within a burst and long ones between bursts: the limit then covers the
 // former and the poller sleeps through the latter at once, where polling
@@ -25,9 +27,19 @@ import "time"
 //
 // An idle period runs from the first empty round after a round that took
 // packets to the start of the next round that takes packets; after a
-// sleep, to its wake-up less a SleepCost, but no earlier than the sleep's
-// start. One that ends after a nap is not counted: the nap's round does
-// not say when in the nap its packets came.
+// sleep that blocked, to its wake-up less a SleepCost, but no earlier
+// than the sleep's start. One that ends after a nap is not counted (the
+// nap's round does not say when in the nap its packets came), nor one in
+// which an empty Fill ring forced a sleep (that is starvation, not an
+// idle link).
+//
+// sleepCPU is the least of the last sleepKeep samples, each the process's
+// CPU time from just before a sleep to just after the wake-up a socket
+// brought, for every sleepSample'th sleep (every sleep while none was
+// timed). A sleep that did not block (a packet came as it began, or a
+// Config.Thread poller yielded to other goroutines first) is no sample,
+// nor is one that took more CPU than wall time: the process's CPU clock
+// also counts other threads, which only ever add to a sample.
 
 // spinHist is the distribution of idle periods: their count and total
 // length (ns) by bucket, decayed by half at each decision. Bucket k holds
@@ -98,21 +110,38 @@ func (p *Poller) idleEnded(arrival time.Duration) {
 		x = max(x, p.sleptAt-p.lastPkt)
 	}
 	if p.spin.add(x) {
-		p.spinLimit = p.spin.limit(p.sleepCPU, min(2*p.sleepCPU, calMax))
+		p.spinLimit = p.spin.limit(p.sleepCPU, min(2*p.sleepCPU, p.sleepCost))
 	}
 }
 
 // sleepSample: every sleepSample'th sleep (and every one while none has
-// been measured) is timed on the process's CPU clock for sleepCPU.
-const sleepSample = 16
+// been timed) is timed on the process's CPU clock for sleepCPU, the least
+// of the last sleepKeep samples.
+const (
+	sleepSample = 16
+	sleepKeep   = 8
+)
 
-// lowMean moves est, a moving average biased low, towards the sample c:
-// a sample below it (or the first) is taken as it is, one above it moves
-// it by a sixteenth. The process's CPU clock, which these samples read,
-// also counts what other threads did meanwhile.
-func lowMean(est, c time.Duration) time.Duration {
-	if est == 0 || c < est {
-		return c
+// timeSleep reports whether the sleep about to begin, chosen (not forced
+// by an empty Fill ring), is to be timed for sleepCPU.
+func (p *Poller) timeSleep() bool {
+	return p.cfg.IdleRounds == 0 && (p.c.sleeps%sleepSample == 0 || p.sleepCPU == 0)
+}
+
+// sleptFor counts a timed sleep that a socket ended, which took CPU time
+// c and wall time w: a sample of sleepCPU if it blocked and c is within
+// w.
+func (p *Poller) sleptFor(c, w time.Duration) {
+	if !p.parked || c <= 0 || c > w {
+		return
 	}
-	return est + (c-est)/16
+	p.sleepCPUs[p.sleepTimed%sleepKeep] = c
+	p.sleepTimed++
+	least := c
+	for _, s := range p.sleepCPUs {
+		if s > 0 {
+			least = min(least, s)
+		}
+	}
+	p.sleepCPU = least
 }

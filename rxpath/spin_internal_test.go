@@ -77,7 +77,7 @@ func TestSpinDecay(t *testing.T) {
 // only within it. After a sleep a period lasts at least until the sleep
 // began, however soon the wake-up less a SleepCost would put the packet.
 func TestSpinRule(t *testing.T) {
-	p := &Poller{}
+	p := &Poller{sleepCost: 50 * us}
 	at := 10 * time.Millisecond
 	periods := func(n int, x time.Duration, slept bool) {
 		for range n {
@@ -119,10 +119,100 @@ func TestSpinRule(t *testing.T) {
 	if p.spinLimit != 0 {
 		t.Errorf("after long periods slept through: limit %v, want 0", p.spinLimit)
 	}
+	// Never longer than a wake-up takes (SleepCost), however dear a
+	// sleep.
+	p.sleepCost, p.sleepCPU = us, 40*us
+	periods(spinEvery, us, false)
+	if p.spinLimit != 0 {
+		t.Errorf("SleepCost 1µs: limit %v, want 0 (1µs periods need a 2µs limit)", p.spinLimit)
+	}
 	for _, cfg := range []Config{{IdleRounds: -1}, {IdleRounds: 2}} {
 		q := &Poller{cfg: cfg, spinLimit: time.Second}
 		if got := q.keepPolling(at+us, 3); got {
 			t.Errorf("IdleRounds %d: polls again a third time", cfg.IdleRounds)
+		}
+	}
+}
+
+// TestArrivedIdle: an arrival after empty rounds ends an idle period,
+// counted for the spin rule from the last packet: to the arrival after a
+// spin; after a sleep that blocked, to the wake-up less a SleepCost but
+// no earlier than the sleep's start; after one that did not, to the
+// wake-up. Not after a nap, nor where an empty Fill ring forced a sleep.
+func TestArrivedIdle(t *testing.T) {
+	const last = 10 * time.Millisecond
+	for _, c := range []struct {
+		name            string
+		wokeAt, sleptAt time.Duration
+		parked, napped  bool
+		starved         bool
+		bucket          int // -1: not counted
+	}{
+		{name: "spin", bucket: 4}, // 3µs
+		{name: "sleep", wokeAt: last + 60*us, sleptAt: last + us, parked: true, bucket: 6},                  // 10µs
+		{name: "sleep from its start", wokeAt: last + 52*us, sleptAt: last + 7*us, parked: true, bucket: 5}, // 7µs, not 2
+		{name: "sleep that did not block", wokeAt: last + 20*us, sleptAt: last + us, bucket: 7},             // 20µs
+		{name: "nap", napped: true, bucket: -1},
+		{name: "starved", starved: true, bucket: -1},
+	} {
+		p := &Poller{sleepCost: 50 * us, lastPkt: last, lastEmpty: true}
+		p.wokeAt, p.sleptAt, p.parked, p.idleStarved = c.wokeAt, c.sleptAt, c.parked, c.starved
+		if c.napped {
+			p.nappedAt = last + us
+		}
+		p.arrived(last + 3*us)
+		got := -1
+		for k, n := range p.spin.n {
+			if n > 0 {
+				got = k
+			}
+		}
+		if got != c.bucket || p.spin.seen > 1 {
+			t.Errorf("%s: counted in bucket %d (%d periods), want %d", c.name, got, p.spin.seen, c.bucket)
+		}
+		if p.idleStarved || p.lastPkt != last+3*us {
+			t.Errorf("%s: starved %v, last packet %v after the arrival", c.name, p.idleStarved, p.lastPkt)
+		}
+	}
+}
+
+// TestSleepTimed: which sleeps are timed for SleepCPU, and which of
+// those count: one that blocked and took no more CPU than wall time. It
+// is the least of the last sleepKeep.
+func TestSleepTimed(t *testing.T) {
+	p := &Poller{}
+	if !p.timeSleep() {
+		t.Error("the first sleep is not timed")
+	}
+	p.sleepCPU, p.c.sleeps = us, 1
+	if p.timeSleep() {
+		t.Error("sleep 1 timed with SleepCPU known")
+	}
+	p.c.sleeps = sleepSample
+	if !p.timeSleep() {
+		t.Errorf("sleep %d not timed", sleepSample)
+	}
+	if q := (&Poller{cfg: Config{IdleRounds: -1}}); q.timeSleep() {
+		t.Error("a sleep timed with IdleRounds -1 (no spin rule)")
+	}
+	p = &Poller{}
+	p.sleptFor(3*us, 50*us) // did not block
+	p.parked = true
+	p.sleptFor(60*us, 50*us) // other threads ran alongside
+	p.sleptFor(0, 50*us)
+	if p.sleepCPU != 0 {
+		t.Fatalf("SleepCPU %v from samples that do not count", p.sleepCPU)
+	}
+	p.sleptFor(3*us, 50*us)
+	for i := range sleepKeep {
+		p.sleptFor(10*us, 50*us)
+		if want := 3 * us; i == sleepKeep-1 {
+			want = 10 * us
+			if p.sleepCPU != want {
+				t.Errorf("after %d samples of 10µs: SleepCPU %v, want %v", i+1, p.sleepCPU, want)
+			}
+		} else if p.sleepCPU != want {
+			t.Errorf("after %d samples of 10µs: SleepCPU %v, want %v", i+1, p.sleepCPU, want)
 		}
 	}
 }

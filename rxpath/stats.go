@@ -36,7 +36,7 @@ type Stats struct {
 	Naps          uint64 // naps: timed sleeps of Config.Coalesce while packets flow
 	NapsEmpty     uint64 // naps after which the next round took nothing
 	Wakeups       uint64 // sleeps ended by a readable socket
-	Syscalls      uint64 // system calls made by the poller: RX wake-ups, busy polls, epoll_ctl arming the sockets for a sleep or disarming them for a nap or a busy stretch (see disarmAfter), a nap's timerfd calls and CPU-clock reads, a Config.Thread poller's ppolls (the blocking waits in the Go runtime's poller are not counted)
+	Syscalls      uint64 // system calls made by the poller: RX wake-ups, busy polls, epoll_ctl arming the sockets for a sleep or disarming them for a nap or a busy stretch (see disarmAfter), a nap's timerfd calls, the CPU-clock reads that time naps, sleeps and rest cycles, a Config.Thread poller's ppolls (the blocking waits in the Go runtime's poller are not counted)
 	FillEmpty     uint64 // refills that found a Fill ring empty
 	FillStarved   uint64 // refills that found no frame to put on an empty Fill ring
 	// SleepCost is how long a sleep in the Go runtime's poller and its
@@ -46,19 +46,22 @@ type Stats struct {
 	SleepCost   time.Duration
 	ExpectedGap time.Duration
 	// SleepCPU is the CPU time a sleep costs, from its start to the
-	// wake-up a socket brought: a biased-low moving average over every
-	// 16th such sleep, read on the process's CPU clock (other busy
-	// threads of the process count too); 0 until one was timed.
+	// wake-up a socket brought: the least of the last 8 samples, each
+	// read on the process's CPU clock around one of every 16 sleeps
+	// (every sleep until one counted) that blocked and took no more CPU
+	// than wall time (other busy threads of the process count too, and
+	// only ever add to a sample); 0 until one was timed. Only with
+	// Config.IdleRounds 0.
 	// SpinLimit is the spin rule's decision: with Config.IdleRounds 0
 	// an empty round that does not nap is followed by another at once
 	// (counted in Spins) only while the silence since the last packet
 	// is shorter than SpinLimit; otherwise the poller sleeps. Every 64
 	// idle periods (from the first empty round after packets to the
 	// next packet) the poller sets it to the bound, among 0 and those of
-	// its histogram of those periods up to twice SleepCPU, that would
-	// have cost the periods seen least CPU: a period within the limit
-	// costs its length, a longer one the limit plus SleepCPU. 0 until
-	// decided: sleep at once.
+	// its histogram of those periods up to twice SleepCPU and SleepCost,
+	// that would have cost the periods seen least CPU: a period within
+	// the limit costs its length, a longer one the limit plus SleepCPU.
+	// 0 until decided: sleep at once.
 	SleepCPU  time.Duration
 	SpinLimit time.Duration
 	// NapTime is how long a nap lasts (a moving average: Config.Coalesce

@@ -62,12 +62,15 @@ const (
 )
 
 // threadYieldNow yields the P if the goroutine has held it for
-// threadYield, now being time.Since(p.epoch) (see Config.Thread).
-func (p *Poller) threadYieldNow(now time.Duration) {
+// threadYield, now being time.Since(p.epoch) (see Config.Thread), and
+// reports whether it did.
+func (p *Poller) threadYieldNow(now time.Duration) bool {
 	if now-p.yieldAt >= threadYield {
 		runtime.Gosched()
 		p.yieldAt = now
+		return true
 	}
+	return false
 }
 
 // threadSleep is sleep for a Thread Poller while packets flow: ppoll on
@@ -90,9 +93,12 @@ func (p *Poller) threadSleep(now time.Duration) (woke, quiet bool, err error) {
 		}
 		p.pfds = append(p.pfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 	}
-	p.threadYieldNow(now)
+	yielded := p.threadYieldNow(now)
 	p.c.syscalls++
 	p.asleep()
+	// A sleep that ran other goroutines first (a yield), or that finds
+	// a packet already there, says nothing of what a sleep costs.
+	p.parked = !yielded && !p.anyReady()
 	n, e := rawPpoll(p.pfds, threadWait)
 	switch {
 	case p.stop.Load(), e == unix.EINTR, e == 0 && n == 0:

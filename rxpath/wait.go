@@ -120,7 +120,9 @@ func (p *Poller) runtimeSleep(timeout time.Duration) (woke, quiet bool, err erro
 		return false, false, err
 	}
 	p.asleep()
+	p.readyCalls = 0
 	err = p.rc.Read(p.ready)
+	p.parked = p.readyCalls > 1 // the first check found nothing ready
 	switch {
 	case p.stop.Load():
 		return false, false, nil
@@ -208,11 +210,13 @@ var sleepCost struct {
 // the time from the timer's expiry to the goroutine running again,
 // clamped to [2 µs, 200 µs]. The lower quartile, not the median, and the
 // clamp keep a measurement taken while the host is busy from making a
-// Poller spin for milliseconds after every burst. It is measured once per
-// process, on first use (a Poller's first Run), which takes about half a
-// millisecond, and cached. A Poller with Config.IdleRounds 0 polls an
-// empty ring again only while the next packet is expected sooner than
-// this.
+// Poller's naps long. It is measured once per process, on first use (a
+// Poller's first Run), which takes about half a millisecond, and cached.
+// It is a latency, not CPU time: a Poller with Config.IdleRounds 0 naps
+// for 4 of it by default, dates an arrival that woke it one SleepCost
+// before the wake-up, and never polls an empty ring again for longer
+// than this (Stats.SpinLimit; what a sleep costs in CPU is
+// Stats.SleepCPU).
 func SleepCost() time.Duration {
 	sleepCost.once.Do(func() {
 		d, err := measureSleep(calSamples, calSleep)
