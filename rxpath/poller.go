@@ -159,17 +159,19 @@ type Poller struct {
 	// The spin rule (see spin.go): the idle periods seen, the limit they
 	// gave, and the CPU time of a sleep (the least of the last
 	// len(sleepCPUs) samples; 0: none yet). sleptAt is the start of the
-	// round before the last sleep; parked whether that sleep blocked
-	// (readyCalls counts the ready checks of a runtime sleep);
-	// idleStarved whether a sleep an empty Fill ring forced came since
-	// the last packet.
+	// round before the last sleep; blocked whether that sleep waited
+	// (readyCalls counts the ready checks of a runtime sleep), yielded
+	// whether it ran other goroutines first (Config.Thread); idleStarved
+	// whether a sleep an empty Fill ring forced came since the last
+	// packet.
 	spin        spinHist
 	spinLimit   time.Duration
 	sleepCPU    time.Duration
 	sleepCPUs   [sleepKeep]time.Duration
 	sleepTimed  uint64
 	sleptAt     time.Duration
-	parked      bool
+	blocked     bool
+	yielded     bool
 	readyCalls  int
 	idleStarved bool
 	deadline    time.Time // the epoll file's read deadline, zero if none
@@ -598,7 +600,7 @@ func (p *Poller) arrived(now time.Duration) {
 		at := now
 		if p.wokeAt > 0 {
 			at = p.wokeAt // a sleep that did not block: the packet was there
-			if p.parked {
+			if p.blocked {
 				at = max(p.wokeAt-p.sleepCost, p.lastPkt)
 			}
 		}

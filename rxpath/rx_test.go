@@ -131,13 +131,15 @@ func TestReceive100k(t *testing.T) {
 	if x := st.Sockets[0].XDP; x.RXDropped != 0 || x.RXInvalidDescs != 0 || x.RXRingFull != 0 {
 		t.Errorf("kernel dropped packets: %+v", x)
 	}
-	// Until one is timed, every sleep that a socket ends is: the spin
-	// rule weighs polling against it.
-	if st.Wakeups > 0 && st.SleepCPU <= 0 {
-		t.Errorf("%d wake-ups, none timed (SleepCPU %v)", st.Wakeups, st.SleepCPU)
-	}
+	// The spin rule's bounds (whether any sleep was a sample depends on
+	// timing: see sleptFor).
 	if st.SpinLimit > st.SleepCost {
 		t.Errorf("spin limit %v beyond SleepCost %v", st.SpinLimit, st.SleepCost)
+	}
+	// A sample is at most half its sleep, which is at most 4 SleepCosts:
+	// the test's senders, busy in this process, are kept out.
+	if st.SleepCPU > 2*st.SleepCost {
+		t.Errorf("SleepCPU %v beyond 2 SleepCosts (%v)", st.SleepCPU, st.SleepCost)
 	}
 }
 

@@ -28,18 +28,20 @@ import "time"
 // An idle period runs from the first empty round after a round that took
 // packets to the start of the next round that takes packets; after a
 // sleep that blocked, to its wake-up less a SleepCost, but no earlier
-// than the sleep's start. One that ends after a nap is not counted (the
+// than the start of the round before the sleep; after one that did not
+// block (a packet came as it began), to its wake-up. One that ends after a nap is not counted (the
 // nap's round does not say when in the nap its packets came), nor one in
 // which an empty Fill ring forced a sleep (that is starvation, not an
 // idle link).
 //
 // sleepCPU is the least of the last sleepKeep samples, each the process's
 // CPU time from just before a sleep to just after the wake-up a socket
-// brought, for every sleepSample'th sleep (every sleep while none was
-// timed). A sleep that did not block (a packet came as it began, or a
-// Config.Thread poller yielded to other goroutines first) is no sample,
-// nor is one that took more CPU than wall time: the process's CPU clock
-// also counts other threads, which only ever add to a sample.
+// brought, for every sleepSample'th sleep (see timeSleep). Only a sleep
+// that blocked, short and cheap against its wall time, is a sample (see
+// sleptFor): the process's CPU clock also counts other threads, which
+// only ever add to a sample. Until one is, a sleep is taken to cost a
+// SleepCost. Where other threads of the process keep every sample out or
+// inflate them, the limit stays within SleepCost.
 
 // spinHist is the distribution of idle periods: their count and total
 // length (ns) by bucket, decayed by half at each decision. Bucket k holds
@@ -110,29 +112,41 @@ func (p *Poller) idleEnded(arrival time.Duration) {
 		x = max(x, p.sleptAt-p.lastPkt)
 	}
 	if p.spin.add(x) {
-		p.spinLimit = p.spin.limit(p.sleepCPU, min(2*p.sleepCPU, p.sleepCost))
+		s := p.sleepCPU
+		if s == 0 {
+			s = p.sleepCost // until a sleep was timed: the old rule's bound
+		}
+		p.spinLimit = p.spin.limit(s, min(2*s, p.sleepCost))
 	}
 }
 
 // sleepSample: every sleepSample'th sleep (and every one while none has
 // been timed) is timed on the process's CPU clock for sleepCPU, the least
 // of the last sleepKeep samples.
+// sleepWallMax: see sleptFor.
 const (
-	sleepSample = 16
-	sleepKeep   = 8
+	sleepSample  = 16
+	sleepKeep    = 8
+	sleepWallMax = 4
 )
 
 // timeSleep reports whether the sleep about to begin, chosen (not forced
-// by an empty Fill ring), is to be timed for sleepCPU.
+// by an empty Fill ring), is to be timed for sleepCPU: every sleepSample'th,
+// and every one of the first sleepSample*sleepKeep while no sample has
+// counted.
 func (p *Poller) timeSleep() bool {
-	return p.cfg.IdleRounds == 0 && (p.c.sleeps%sleepSample == 0 || p.sleepCPU == 0)
+	return p.cfg.IdleRounds == 0 && (p.c.sleeps%sleepSample == 0 ||
+		p.sleepTimed == 0 && p.c.sleeps < sleepSample*sleepKeep)
 }
 
 // sleptFor counts a timed sleep that a socket ended, which took CPU time
-// c and wall time w: a sample of sleepCPU if it blocked and c is within
-// w.
+// c and wall time w. It is a sample of sleepCPU if it blocked, did not
+// yield, lasted at least half a SleepCost (a wake-up) and at most
+// sleepWallMax SleepCosts, and took at most half its wall time in CPU:
+// the process's CPU clock also counts other threads, which add to a
+// sample in proportion to its length.
 func (p *Poller) sleptFor(c, w time.Duration) {
-	if !p.parked || c <= 0 || c > w {
+	if !p.blocked || p.yielded || c <= 0 || 2*c > w || 2*w < p.sleepCost || w > sleepWallMax*p.sleepCost {
 		return
 	}
 	p.sleepCPUs[p.sleepTimed%sleepKeep] = c

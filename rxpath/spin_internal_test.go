@@ -73,7 +73,8 @@ func TestSpinDecay(t *testing.T) {
 }
 
 // TestSpinRule: the poller counts idle periods as they end, decides the
-// limit every spinEvery'th (0 while no sleep was timed), and polls again
+// limit every spinEvery'th (with a sleep taken to cost a SleepCost while
+// none was timed), and polls again
 // only within it. After a sleep a period lasts at least until the sleep
 // began, however soon the wake-up less a SleepCost would put the packet.
 func TestSpinRule(t *testing.T) {
@@ -94,8 +95,8 @@ func TestSpinRule(t *testing.T) {
 		}
 	}
 	periods(spinEvery, us, false)
-	if p.spinLimit != 0 {
-		t.Fatalf("limit %v decided with no sleep's CPU known", p.spinLimit)
+	if p.spinLimit != 2*us {
+		t.Fatalf("limit %v with no sleep timed (a sleep taken to cost a SleepCost), want 2µs", p.spinLimit)
 	}
 	p.sleepCPU = 8 * us
 	periods(spinEvery, us, false)
@@ -144,19 +145,19 @@ func TestArrivedIdle(t *testing.T) {
 	for _, c := range []struct {
 		name            string
 		wokeAt, sleptAt time.Duration
-		parked, napped  bool
+		blocked, napped bool
 		starved         bool
 		bucket          int // -1: not counted
 	}{
 		{name: "spin", bucket: 4}, // 3µs
-		{name: "sleep", wokeAt: last + 60*us, sleptAt: last + us, parked: true, bucket: 6},                  // 10µs
-		{name: "sleep from its start", wokeAt: last + 52*us, sleptAt: last + 7*us, parked: true, bucket: 5}, // 7µs, not 2
-		{name: "sleep that did not block", wokeAt: last + 20*us, sleptAt: last + us, bucket: 7},             // 20µs
+		{name: "sleep", wokeAt: last + 60*us, sleptAt: last + us, blocked: true, bucket: 6},                  // 10µs
+		{name: "sleep from its start", wokeAt: last + 52*us, sleptAt: last + 7*us, blocked: true, bucket: 5}, // 7µs, not 2
+		{name: "sleep that did not block", wokeAt: last + 20*us, sleptAt: last + us, bucket: 7},              // 20µs
 		{name: "nap", napped: true, bucket: -1},
 		{name: "starved", starved: true, bucket: -1},
 	} {
 		p := &Poller{sleepCost: 50 * us, lastPkt: last, lastEmpty: true}
-		p.wokeAt, p.sleptAt, p.parked, p.idleStarved = c.wokeAt, c.sleptAt, c.parked, c.starved
+		p.wokeAt, p.sleptAt, p.blocked, p.idleStarved = c.wokeAt, c.sleptAt, c.blocked, c.starved
 		if c.napped {
 			p.nappedAt = last + us
 		}
@@ -177,41 +178,48 @@ func TestArrivedIdle(t *testing.T) {
 }
 
 // TestSleepTimed: which sleeps are timed for SleepCPU, and which of
-// those count: one that blocked and took no more CPU than wall time. It
-// is the least of the last sleepKeep.
+// those count: one that blocked without yielding, lasted from half a
+// SleepCost to sleepWallMax of them, and took at most half its wall time
+// in CPU. It is the least of the last sleepKeep.
 func TestSleepTimed(t *testing.T) {
-	p := &Poller{}
-	if !p.timeSleep() {
-		t.Error("the first sleep is not timed")
+	for _, c := range []struct {
+		sleeps, timed uint64
+		idleRounds    int
+		want          bool
+	}{
+		{0, 0, 0, true},
+		{1, 0, 0, true}, // none counted yet
+		{1, 1, 0, false},
+		{sleepSample, 1, 0, true},
+		{sleepSample*sleepKeep + 1, 0, 0, false}, // not every one for ever
+		{0, 0, -1, false},                        // no spin rule
+	} {
+		p := &Poller{cfg: Config{IdleRounds: c.idleRounds}, sleepTimed: c.timed}
+		p.c.sleeps = c.sleeps
+		if got := p.timeSleep(); got != c.want {
+			t.Errorf("sleeps %d, %d counted, IdleRounds %d: timed %v, want %v", c.sleeps, c.timed, c.idleRounds, got, c.want)
+		}
 	}
-	p.sleepCPU, p.c.sleeps = us, 1
-	if p.timeSleep() {
-		t.Error("sleep 1 timed with SleepCPU known")
-	}
-	p.c.sleeps = sleepSample
-	if !p.timeSleep() {
-		t.Errorf("sleep %d not timed", sleepSample)
-	}
-	if q := (&Poller{cfg: Config{IdleRounds: -1}}); q.timeSleep() {
-		t.Error("a sleep timed with IdleRounds -1 (no spin rule)")
-	}
-	p = &Poller{}
+	p := &Poller{sleepCost: 50 * us}
 	p.sleptFor(3*us, 50*us) // did not block
-	p.parked = true
-	p.sleptFor(60*us, 50*us) // other threads ran alongside
+	p.blocked, p.yielded = true, true
+	p.sleptFor(3*us, 50*us) // yielded first
+	p.yielded = false
+	p.sleptFor(30*us, 50*us) // other threads ran alongside
+	p.sleptFor(3*us, 10*us)  // shorter than a wake-up
+	p.sleptFor(3*us, 300*us) // longer than sleepWallMax SleepCosts
 	p.sleptFor(0, 50*us)
-	if p.sleepCPU != 0 {
-		t.Fatalf("SleepCPU %v from samples that do not count", p.sleepCPU)
+	if p.sleepCPU != 0 || p.sleepTimed != 0 {
+		t.Fatalf("SleepCPU %v (%d counted) from samples that do not count", p.sleepCPU, p.sleepTimed)
 	}
 	p.sleptFor(3*us, 50*us)
 	for i := range sleepKeep {
 		p.sleptFor(10*us, 50*us)
-		if want := 3 * us; i == sleepKeep-1 {
+		want := 3 * us
+		if i == sleepKeep-1 {
 			want = 10 * us
-			if p.sleepCPU != want {
-				t.Errorf("after %d samples of 10µs: SleepCPU %v, want %v", i+1, p.sleepCPU, want)
-			}
-		} else if p.sleepCPU != want {
+		}
+		if p.sleepCPU != want {
 			t.Errorf("after %d samples of 10µs: SleepCPU %v, want %v", i+1, p.sleepCPU, want)
 		}
 	}

@@ -48,9 +48,12 @@ type Stats struct {
 	// SleepCPU is the CPU time a sleep costs, from its start to the
 	// wake-up a socket brought: the least of the last 8 samples, each
 	// read on the process's CPU clock around one of every 16 sleeps
-	// (every sleep until one counted) that blocked and took no more CPU
-	// than wall time (other busy threads of the process count too, and
-	// only ever add to a sample); 0 until one was timed. Only with
+	// (every one of the first 128 until one counted). Only a sleep that
+	// blocked, did not yield to other goroutines first, lasted from half
+	// a SleepCost to 4 SleepCosts and took at most half that in CPU is a
+	// sample: other busy threads of the process count too, and add to a
+	// sample in proportion to its length. 0 until one counted (the spin
+	// rule then takes a sleep to cost a SleepCost). Only with
 	// Config.IdleRounds 0.
 	// SpinLimit is the spin rule's decision: with Config.IdleRounds 0
 	// an empty round that does not nap is followed by another at once
@@ -58,7 +61,7 @@ type Stats struct {
 	// is shorter than SpinLimit; otherwise the poller sleeps. Every 64
 	// idle periods (from the first empty round after packets to the
 	// next packet) the poller sets it to the bound, among 0 and those of
-	// its histogram of those periods up to twice SleepCPU and SleepCost,
+	// its histogram of those periods up to twice SleepCPU and to SleepCost,
 	// that would have cost the periods seen least CPU: a period within
 	// the limit costs its length, a longer one the limit plus SleepCPU.
 	// 0 until decided: sleep at once.

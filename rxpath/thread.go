@@ -96,9 +96,10 @@ func (p *Poller) threadSleep(now time.Duration) (woke, quiet bool, err error) {
 	yielded := p.threadYieldNow(now)
 	p.c.syscalls++
 	p.asleep()
-	// A sleep that ran other goroutines first (a yield), or that finds
-	// a packet already there, says nothing of what a sleep costs.
-	p.parked = !yielded && !p.anyReady()
+	// A sleep that finds a packet already there does not wait; one that
+	// ran other goroutines first (a yield) says nothing of what a sleep
+	// costs.
+	p.blocked, p.yielded = !p.anyReady(), yielded
 	n, e := rawPpoll(p.pfds, threadWait)
 	switch {
 	case p.stop.Load(), e == unix.EINTR, e == 0 && n == 0:

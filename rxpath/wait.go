@@ -122,7 +122,8 @@ func (p *Poller) runtimeSleep(timeout time.Duration) (woke, quiet bool, err erro
 	p.asleep()
 	p.readyCalls = 0
 	err = p.rc.Read(p.ready)
-	p.parked = p.readyCalls > 1 // the first check found nothing ready
+	p.blocked = p.readyCalls > 1 // the first check found nothing ready
+	p.yielded = false
 	switch {
 	case p.stop.Load():
 		return false, false, nil
