@@ -49,9 +49,10 @@
 //     in CPU, a sleep costs its own CPU and its wake-up's
 //     (Stats.SleepCPU: the least of the last 8 samples of the process's
 //     CPU time from a sleep's start to the wake-up a socket brought,
-//     every 16th sleep, where the sleep blocked, lasted at most 4
-//     SleepCosts and took at most half that in CPU; a SleepCost until
-//     one did), whatever the period's length. The poller keeps
+//     every 16th sleep, where the sleep blocked without yielding first,
+//     lasted from half a SleepCost to 4 SleepCosts and took at most half
+//     its wall time in CPU; a SleepCost until one did), whatever the
+//     period's length. The poller keeps
 //     a histogram of the idle periods it sees (from the first empty
 //     round after packets to the next packet) and, every 64 of them,
 //     takes for its limit the bound that would have cost them least, up

@@ -593,8 +593,9 @@ func (p *Poller) loop() error {
 // that a packet ended within a quarter of a nap counts, at half the
 // weight of a nap, as a nap that would have found one (napHit); one that
 // did not block (the packet came as it began) puts the arrival at the
-// wake. The idle period that ended is counted for the spin rule (see
-// idleEnded), unless an empty Fill ring forced a sleep in it.
+// wake. With Config.IdleRounds 0 (and not Spin), the idle period that
+// ended is counted for the spin rule (see idleEnded), unless an empty
+// Fill ring forced a sleep in it.
 func (p *Poller) arrived(now time.Duration) {
 	if p.lastPkt > 0 && p.lastEmpty && p.nappedAt == 0 {
 		at := now
@@ -604,7 +605,7 @@ func (p *Poller) arrived(now time.Duration) {
 				at = max(p.wokeAt-p.sleepCost, p.lastPkt)
 			}
 		}
-		if !p.idleStarved {
+		if !p.idleStarved && p.cfg.IdleRounds == 0 && !p.cfg.Spin {
 			p.idleEnded(at)
 		}
 		sample := min(at-p.lastPkt, 2*max(p.sleepCost, p.napLen))

@@ -29,10 +29,11 @@ import "time"
 // packets to the start of the next round that takes packets; after a
 // sleep that blocked, to its wake-up less a SleepCost, but no earlier
 // than the start of the round before the sleep; after one that did not
-// block (a packet came as it began), to its wake-up. One that ends after a nap is not counted (the
-// nap's round does not say when in the nap its packets came), nor one in
-// which an empty Fill ring forced a sleep (that is starvation, not an
-// idle link).
+// block (a packet came as it began), to its wake-up. One that ends after
+// a nap is not counted (the nap's round does not say when in the nap its
+// packets came), nor one in which an empty Fill ring forced a sleep (that
+// is starvation, not an idle link). Only a poller with Config.IdleRounds
+// 0, not Spin, counts them.
 //
 // sleepCPU is the least of the last sleepKeep samples, each the process's
 // CPU time from just before a sleep to just after the wake-up a socket
@@ -103,7 +104,8 @@ func (h *spinHist) limit(sleep, most time.Duration) time.Duration {
 }
 
 // idleEnded counts an idle period that ended at arrival, and decides the
-// spin limit again when that is due (0 while no sleep has been timed).
+// spin limit again when that is due (with a sleep taken to cost a
+// SleepCost until a sample counted).
 func (p *Poller) idleEnded(arrival time.Duration) {
 	x := arrival - p.lastPkt
 	if p.wokeAt > 0 {
@@ -120,9 +122,10 @@ func (p *Poller) idleEnded(arrival time.Duration) {
 	}
 }
 
-// sleepSample: every sleepSample'th sleep (and every one while none has
-// been timed) is timed on the process's CPU clock for sleepCPU, the least
-// of the last sleepKeep samples.
+// sleepSample: every sleepSample'th sleep (and every one of the Poller's
+// first sleepSample*sleepKeep while none has counted) is timed on the
+// process's CPU clock for sleepCPU, the least of the last sleepKeep
+// samples.
 // sleepWallMax: see sleptFor.
 const (
 	sleepSample  = 16

@@ -75,8 +75,9 @@ func TestSpinDecay(t *testing.T) {
 // TestSpinRule: the poller counts idle periods as they end, decides the
 // limit every spinEvery'th (with a sleep taken to cost a SleepCost while
 // none was timed), and polls again
-// only within it. After a sleep a period lasts at least until the sleep
-// began, however soon the wake-up less a SleepCost would put the packet.
+// only within it. After a sleep a period lasts at least until the round
+// before the sleep began, however soon the wake-up less a SleepCost would
+// put the packet.
 func TestSpinRule(t *testing.T) {
 	p := &Poller{sleepCost: 50 * us}
 	at := 10 * time.Millisecond
@@ -127,10 +128,20 @@ func TestSpinRule(t *testing.T) {
 	if p.spinLimit != 0 {
 		t.Errorf("SleepCost 1µs: limit %v, want 0 (1µs periods need a 2µs limit)", p.spinLimit)
 	}
-	for _, cfg := range []Config{{IdleRounds: -1}, {IdleRounds: 2}} {
+	for _, cfg := range []Config{{IdleRounds: -1}, {IdleRounds: 2}, {Spin: true}} {
 		q := &Poller{cfg: cfg, spinLimit: time.Second}
-		if got := q.keepPolling(at+us, 3); got {
+		if got := q.keepPolling(at+us, 3); got && !cfg.Spin {
 			t.Errorf("IdleRounds %d: polls again a third time", cfg.IdleRounds)
+		}
+		// Nor is the rule's state kept for them.
+		q = &Poller{cfg: cfg, sleepCost: 50 * us}
+		for range spinEvery {
+			q.lastPkt, q.lastEmpty = at, true
+			q.arrived(at + us)
+			at += time.Millisecond
+		}
+		if q.spin.seen != 0 || q.spinLimit != 0 {
+			t.Errorf("%+v: %d idle periods counted, limit %v", cfg, q.spin.seen, q.spinLimit)
 		}
 	}
 }
@@ -191,6 +202,7 @@ func TestSleepTimed(t *testing.T) {
 		{1, 0, 0, true}, // none counted yet
 		{1, 1, 0, false},
 		{sleepSample, 1, 0, true},
+		{sleepSample*sleepKeep - 1, 0, 0, true},
 		{sleepSample*sleepKeep + 1, 0, 0, false}, // not every one for ever
 		{0, 0, -1, false},                        // no spin rule
 	} {
@@ -209,8 +221,18 @@ func TestSleepTimed(t *testing.T) {
 	p.sleptFor(3*us, 10*us)  // shorter than a wake-up
 	p.sleptFor(3*us, 300*us) // longer than sleepWallMax SleepCosts
 	p.sleptFor(0, 50*us)
+	p.sleptFor(12*us, 25*us-1) // just under half a SleepCost
+	p.sleptFor(3*us, 200*us+1) // just over sleepWallMax SleepCosts
+	p.sleptFor(13*us, 25*us)   // just over half its wall time
 	if p.sleepCPU != 0 || p.sleepTimed != 0 {
 		t.Fatalf("SleepCPU %v (%d counted) from samples that do not count", p.sleepCPU, p.sleepTimed)
+	}
+	for _, s := range []struct{ c, w time.Duration }{{12 * us, 25 * us}, {3 * us, 200 * us}, {25 * us, 50 * us}} {
+		q := &Poller{sleepCost: 50 * us, blocked: true}
+		q.sleptFor(s.c, s.w)
+		if q.sleepCPU != s.c {
+			t.Errorf("a sample of %v in %v at the bounds: SleepCPU %v", s.c, s.w, q.sleepCPU)
+		}
 	}
 	p.sleptFor(3*us, 50*us)
 	for i := range sleepKeep {

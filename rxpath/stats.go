@@ -48,10 +48,10 @@ type Stats struct {
 	// SleepCPU is the CPU time a sleep costs, from its start to the
 	// wake-up a socket brought: the least of the last 8 samples, each
 	// read on the process's CPU clock around one of every 16 sleeps
-	// (every one of the first 128 until one counted). Only a sleep that
-	// blocked, did not yield to other goroutines first, lasted from half
-	// a SleepCost to 4 SleepCosts and took at most half that in CPU is a
-	// sample: other busy threads of the process count too, and add to a
+	// (every one of the Poller's first 128 sleeps until one counted).
+	// Only a sleep that blocked, did not yield to other goroutines first,
+	// lasted from half a SleepCost to 4 SleepCosts and took at most half
+	// its wall time in CPU is a sample: other busy threads of the process count too, and add to a
 	// sample in proportion to its length. 0 until one counted (the spin
 	// rule then takes a sleep to cost a SleepCost). Only with
 	// Config.IdleRounds 0.
