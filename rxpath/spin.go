@@ -21,9 +21,8 @@ import "time"
 // cost those periods least.
 // Traffic that comes in bursts (a paced sender's batches) has short gaps
 // within a burst and long ones between bursts: the limit then covers the
-// former and the poller sleeps through the latter at once, where polling
-// for as long as a sleep's wake-up takes (SleepCost) would cost that much
-// CPU after every burst.
+// former and the poller sleeps through the latter at once, about one
+// sleep per burst.
 //
 // An idle period runs from the first empty round after a round that took
 // packets to the start of the next round that takes packets; after a
@@ -116,7 +115,7 @@ func (p *Poller) idleEnded(arrival time.Duration) {
 	if p.spin.add(x) {
 		s := p.sleepCPU
 		if s == 0 {
-			s = p.sleepCost // until a sleep was timed: the old rule's bound
+			s = p.sleepCost // until a sample counted: the old rule's bound
 		}
 		p.spinLimit = p.spin.limit(s, min(2*s, p.sleepCost))
 	}
