@@ -495,7 +495,7 @@ func (p *Poller) loop() error {
 			// The spin rule's limit is a time, often of a few rounds:
 			// read the clock every round while it decides.
 			p.spun = true
-			readClock = p.cfg.IdleRounds == 0 && !p.cfg.Spin || idle%clockEvery == 0
+			readClock = p.adaptive() || idle%clockEvery == 0
 			continue
 		}
 		idle, readClock = 0, true
@@ -605,7 +605,7 @@ func (p *Poller) arrived(now time.Duration) {
 				at = max(p.wokeAt-p.sleepCost, p.lastPkt)
 			}
 		}
-		if !p.idleStarved && p.cfg.IdleRounds == 0 && !p.cfg.Spin {
+		if !p.idleStarved && p.adaptive() {
 			p.idleEnded(at)
 		}
 		sample := min(at-p.lastPkt, 2*max(p.sleepCost, p.napLen))
@@ -637,7 +637,7 @@ func (p *Poller) arrived(now time.Duration) {
 // (whose wake-up the sending CPU pays for, and which gathers only the
 // packets of one wake-up's latency).
 func (p *Poller) napNow(now time.Duration, idle int) bool {
-	if p.cfg.Spin || p.cfg.IdleRounds != 0 || p.cfg.Coalesce < 0 {
+	if !p.adaptive() || p.cfg.Coalesce < 0 {
 		return false
 	}
 	quiet := now - p.lastPkt
@@ -752,7 +752,7 @@ const (
 // non-zero Coalesce), it samples nothing. It returns the process's CPU
 // time if it read it (to end a cycle or begin one), else 0.
 func (p *Poller) rested(kind int) (cpu time.Duration) {
-	if p.cfg.Spin || p.cfg.IdleRounds != 0 || p.cfg.Coalesce != 0 {
+	if !p.adaptive() || p.cfg.Coalesce != 0 {
 		return 0
 	}
 	now, read := p.endSample()
@@ -910,6 +910,11 @@ const napSample = 16
 var processCPU = func() time.Duration {
 	return time.Duration(rawProcessCPU())
 }
+
+// adaptive reports whether the poller decides how to wait from
+// measurement (Config.IdleRounds 0, not Spin): only then does it nap, time
+// its rests and sleeps, and keep the spin rule's state.
+func (p *Poller) adaptive() bool { return p.cfg.IdleRounds == 0 && !p.cfg.Spin }
 
 // keepPolling decides, after the idle'th empty round in a row, begun at
 // now, whether to poll again (true) or to sleep. With Config.IdleRounds 0

@@ -1,6 +1,9 @@
 package rxpath
 
-import "time"
+import (
+	"math/bits"
+	"time"
+)
 
 // The spin rule. After an empty round that does not nap, a poller with
 // Config.IdleRounds 0 polls again at once (a spin) only while the silence
@@ -66,12 +69,10 @@ func spinBound(k int) time.Duration { return spinBase << k }
 // add counts an idle period of length x and reports whether the limit
 // is due to be decided again.
 func (h *spinHist) add(x time.Duration) bool {
-	k := 0
-	for k < spinBuckets-1 && x >= spinBound(k) {
-		k++
-	}
+	x = max(x, 0)
+	k := min(bits.Len64(uint64(x/spinBase)), spinBuckets-1)
 	h.n[k]++
-	h.sum[k] += float64(max(x, 0))
+	h.sum[k] += float64(x)
 	h.seen++
 	return h.seen%spinEvery == 0
 }
@@ -137,7 +138,7 @@ const (
 // and every one of the first sleepSample*sleepKeep while no sample has
 // counted.
 func (p *Poller) timeSleep() bool {
-	return p.cfg.IdleRounds == 0 && (p.c.sleeps%sleepSample == 0 ||
+	return p.adaptive() && (p.c.sleeps%sleepSample == 0 ||
 		p.sleepTimed == 0 && p.c.sleeps < sleepSample*sleepKeep)
 }
 
