@@ -16,9 +16,7 @@ import (
 // every length 0..1100 and offset
 // 0..7, with random initial values, against the byte-pair reference; the
 // copy kernels into a destination longer than the source, whose extra
-// bytes must stay untouched. avx512-split is sumAVX512 with splitMin at
-// its floor, 512, so that the two-stream loop runs from 768 bytes, with
-// and without a block left after the two halves.
+// bytes must stay untouched.
 func TestVectorKernels(t *testing.T) {
 	type kernel struct {
 		name string
@@ -29,7 +27,6 @@ func TestVectorKernels(t *testing.T) {
 	avx512 := cpu.X86.HasAVX2 && cpu.X86.HasAVX512F
 	for _, k := range []kernel{
 		{"avx512", avx512, func(b []byte, initial uint32) uint32 { return Add(sumAVX512(unsafe.SliceData(b), len(b)), initial) }, nil},
-		{"avx512-split", avx512, func(b []byte, initial uint32) uint32 { return Add(sumAVX512(unsafe.SliceData(b), len(b)), initial) }, nil},
 		{"copy-avx2", cpu.X86.HasAVX2, nil, slices2(copySumAVX2)},
 		{"copy-avx512", avx512, nil, slices2(copySumAVX512)},
 	} {
@@ -37,10 +34,6 @@ func TestVectorKernels(t *testing.T) {
 			continue // the CPU lacks it (TestImplsPresent checks the flags)
 		}
 		t.Run(k.name, func(t *testing.T) {
-			if k.name == "avx512-split" {
-				defer func(m int) { splitMin = m }(splitMin)
-				splitMin = 512
-			}
 			r := rand.New(rand.NewPCG(17, 18))
 			buf := randBytes(r, 1100+8)
 			dst := make([]byte, 1100+8+8)

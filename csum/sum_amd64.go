@@ -50,16 +50,6 @@ var (
 	avx512CopyMin = 256
 )
 
-// splitMin: sum's AVX-512 kernel reads the whole 256-byte blocks after
-// its first in two streams, 128 bytes from each half per iteration, when
-// at least splitMin bytes follow that first block (at least 512, so that
-// each half has a block; the tests set 512). 4096-byte slices and longer:
-// on an AMD EPYC Zen 5 the two streams were ahead from 4096 bytes and
-// behind at 1024-3072 (csum/README, "Issue 17, session 17").
-//
-//lint:ignore U1000 read by sum_amd64.s
-var splitMin = 4096 - 256
-
 // Read by sum (sum_amd64.s) on every call, and computed by setDispatch
 // from the flags and thresholds above: slices shorter than scalarMax are
 // summed by the scalar code, slices of scalarMax to avx2Max bytes by the

@@ -240,13 +240,7 @@ copyDone:
 // shift: the vector is loaded twice, as C compilers do for all four).
 // On an AMD EPYC Zen 5 that was the fastest mix at 1-48 KiB (one
 // instruction less than four register loads, three loads less than four
-// memory operands; csum/README, "Issue 17, session 14"). From splitMin
-// bytes after the first block (sum_amd64.go) the whole blocks go through
-// zsplit instead: two streams, 128 bytes from each half of them per
-// iteration (the halves a multiple of 256 bytes, and one block after
-// them when their count is odd, which zloop256 takes). On the Zen 5 that
-// was 3-4% faster at 64 KiB, where the data streams from L2, and 2-7% at
-// 4-16 KiB (csum/README, "Issue 17, session 17"). The fold takes
+// memory operands; csum/README, "Issue 17, session 14"). The fold takes
 // the last 256-bit vector into a register: VPSRLQ from memory into a Y
 // register would need AVX-512 VL.
 #define SUMAVX512 \
@@ -270,8 +264,6 @@ zwhole: \
 	ANDQ $-256, DX \
 	JZ   zrest \
 	ADDQ SI, DX \
-	CMPQ CX, ·splitMin(SB) \
-	JAE  zsplit \
 	JMP  zloop256 \
 	PCALIGN $64 \
 zloop256: \
@@ -338,39 +330,6 @@ zreduce: \
 zwindow: \
 	SUMWINDOW \
 	JMP zwhole \
-zsplit: \
-	MOVQ      DX, R10 \
-	SUBQ      SI, R10 \
-	SHRQ      $9, R10 \
-	SHLQ      $8, R10 \
-	LEAQ      (SI)(R10*1), R11 \
-	MOVQ      R11, R12 \
-	PCALIGN   $64 \
-zsplitloop: \
-	VMOVDQU64 0(SI), Z8 \
-	VMOVDQU64 64(SI), Z9 \
-	VMOVDQU64 0(R11), Z10 \
-	VMOVDQU64 64(R11), Z11 \
-	VPADDQ    Z8, Z0, Z0 \
-	VPADDQ    Z9, Z1, Z1 \
-	VPADDQ    Z10, Z2, Z2 \
-	VPADDQ    Z11, Z3, Z3 \
-	VPSRLQ    $32, Z8, Z8 \
-	VPSRLQ    $32, Z9, Z9 \
-	VPSRLQ    $32, Z10, Z10 \
-	VPSRLQ    $32, Z11, Z11 \
-	VPADDQ    Z8, Z4, Z4 \
-	VPADDQ    Z9, Z5, Z5 \
-	VPADDQ    Z10, Z6, Z6 \
-	VPADDQ    Z11, Z7, Z7 \
-	SUBQ      $-128, SI \
-	SUBQ      $-128, R11 \
-	CMPQ      SI, R12 \
-	JNE       zsplitloop \
-	MOVQ      R11, SI \
-	CMPQ      SI, DX \
-	JNE       zloop256 \
-	JMP       zrest \
 zshort: \
 	VPXORQ Z0, Z0, Z0 \
 	VPXORQ Z1, Z1, Z1 \
