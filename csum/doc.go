@@ -68,9 +68,9 @@
 // # Implementations
 //
 // On amd64 (gc, without the purego build tag) Sum and CopyAndSum are
-// each one call into assembly: an ADD/ADC chain below 33 bytes (256 for
+// each one call into assembly: an ADD/ADC chain below 33 bytes (128 for
 // CopyAndSum, over the words it loads and stores), and AVX2 kernels from
-// there. Where the CPU has AVX-512 (F), its kernels take over from 320
+// there. Where the CPU has AVX-512 (F), its kernels take over from 288
 // bytes (256 for CopyAndSum). The kernels are chosen at start-up with
 // golang.org/x/sys/cpu. Every kernel sums the data from 0 and adds the
 // initial value last: Sum adds it in Go, after the call, so that a chain
