@@ -23,7 +23,7 @@ func TestNapCutShort(t *testing.T) {
 	p.napLen = learned
 	p.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(time.Second))}
 	p.stop.Store(true) // Run's context ended
-	if err := p.nap(); err != nil {
+	if err := p.nap(0); err != nil {
 		t.Fatal(err)
 	}
 	if p.c.naps != 0 || p.napLen != learned {
@@ -137,7 +137,7 @@ func TestThreadNap(t *testing.T) {
 			t.Fatal("ten naps in a row cut short")
 		}
 		start := time.Now()
-		if err := p.nap(); err != nil {
+		if err := p.nap(0); err != nil {
 			t.Fatalf("a Thread nap: %v", err)
 		}
 		if took := time.Since(start); p.c.naps == 1 && took < d {
@@ -145,7 +145,7 @@ func TestThreadNap(t *testing.T) {
 		}
 	}
 	p.stop.Store(true) // Run's context ended: the nap ends cut short
-	if err := p.nap(); err != nil {
+	if err := p.nap(0); err != nil {
 		t.Fatal(err)
 	}
 	if p.c.naps != 1 || p.nappedAt != 0 {
@@ -337,5 +337,47 @@ func TestRested(t *testing.T) {
 		if p.restKind != restNone || p.c.syscalls != 0 {
 			t.Errorf("%+v: sampled (kind %d, %d clock reads)", cfg, p.restKind, p.c.syscalls)
 		}
+	}
+}
+
+// TestNapSharesCPURead: a sampled nap takes its CPU-clock reading from
+// before it from the caller when the caller has one (rested's), and reads
+// the clock once more only after it; without one it reads it itself.
+func TestNapSharesCPURead(t *testing.T) {
+	defer func(f func() time.Duration) { processCPU = f }(processCPU)
+	reads := 0
+	processCPU = func() time.Duration {
+		reads++
+		return time.Duration(1000 * reads)
+	}
+	for _, c := range []struct {
+		cpu      time.Duration
+		reads    int
+		wantCost time.Duration
+	}{{cpu: 500, reads: 1, wantCost: 500}, {cpu: 0, reads: 2, wantCost: 1000}} {
+		p := &Poller{cfg: Config{Thread: true}}
+		p.napped = func(uintptr) bool { return p.stop.Load() || p.napOver() } // as New sets it
+		if err := p.initWait(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.tf.Close(); err != nil {
+			t.Fatal(err)
+		}
+		p.epoch = time.Now()
+		p.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(100 * time.Microsecond))}
+		// A signal may cut a Thread nap short; then it does not count.
+		for try := 0; p.c.naps == 0; try++ {
+			if try == 10 {
+				t.Fatal("ten naps in a row cut short")
+			}
+			reads = 0
+			if err := p.nap(c.cpu); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if reads != c.reads || p.napCost != c.wantCost {
+			t.Errorf("nap(%v): %d clock reads, NapCost %v; want %d and %v", c.cpu, reads, p.napCost, c.reads, c.wantCost)
+		}
+		p.Close()
 	}
 }

@@ -483,8 +483,7 @@ func (p *Poller) loop() error {
 			// Packets are flowing, sparser than a nap's cost: let
 			// them gather on the ring for one nap, then take them in
 			// one round.
-			p.rested(restNap)
-			if err := p.nap(); err != nil {
+			if err := p.nap(p.rested(restNap)); err != nil {
 				return err
 			}
 			idle, readClock = 0, true
@@ -819,17 +818,18 @@ const napOne = 1 << 10
 // during the nap would wake the runtime's poller thread for nothing (the
 // runtime watches the epoll set), costing the nap's CPU and the sending
 // CPU's time in the epoll callbacks. Every napSample'th nap
-// is timed in CPU: the process's CPU clock around it.
-func (p *Poller) nap() error {
+// is timed in CPU: the process's CPU clock around it, from cpu where the
+// caller has just read it (rested's reading; 0: read here).
+func (p *Poller) nap(cpu time.Duration) error {
 	start := time.Since(p.epoch)
 	p.nappedAt = start
 	sample := p.c.naps%napSample == 0 || p.napCost >= p.napLen
-	var c0 time.Duration
-	if sample {
+	c0 := cpu
+	if sample && c0 == 0 {
 		p.c.syscalls++
 		c0 = processCPU()
-		sample = c0 > 0 // 0: the clock could not be read
 	}
+	sample = sample && c0 > 0 // 0: the clock could not be read
 	if err := p.arm(false); err != nil {
 		return err
 	}
