@@ -53,7 +53,10 @@ type Config struct {
 	// Ring sizes, powers of two; 0 means DefaultRingSize.
 	RXSize, TXSize, FillSize, CompletionSize uint32
 	// NoRX and NoTX leave out the RX or the TX ring (a TX-only or RX-only
-	// socket). Fill and Completion rings are always created.
+	// socket). Fill and Completion rings are always created. A socket
+	// without RX ring that binds in zero-copy mode has its Fill ring
+	// stocked by New (see Stocked): the driver takes the queue's receive
+	// buffers from it, also for the traffic that goes to the kernel.
 	NoRX, NoTX bool
 	// Mode chooses copy or zero-copy; the default tries zero-copy first.
 	Mode Mode
@@ -113,6 +116,7 @@ type Socket struct {
 	zc        bool
 	wakeup    bool // XDP_USE_NEED_WAKEUP
 	sg        bool
+	stocked   int      // frames stockFill lent to the Fill ring
 	features  Features // optional kernel features in use
 
 	fill FillRing
@@ -241,6 +245,11 @@ func (s *Socket) init(c *Config) error {
 		return fmt.Errorf("xsk: %w", os.NewSyscallError("getsockopt(XDP_OPTIONS)", err))
 	}
 	s.zc = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
+	if s.zc && c.NoRX {
+		if err := s.stockFill(c); err != nil {
+			return err
+		}
+	}
 	s.probeStats()
 	return nil
 }
@@ -327,6 +336,11 @@ func (s *Socket) bind(c *Config) error {
 
 func (s *Socket) bindError(c *Config, err error) error {
 	where := fmt.Sprintf("%s queue %d", s.ifname, s.queue)
+	if c.Mode == ModeZeroCopy && s.first && (errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL)) {
+		if reason := zeroCopyRefusal(s.ifname, s.queue, c, err); reason != "" {
+			return &FeatureError{Feature: "zero-copy on " + where, Reason: reason, Err: err}
+		}
+	}
 	switch {
 	case errors.Is(err, unix.EBUSY):
 		return fmt.Errorf("%w: %s: %w", ErrBusy, where, err)

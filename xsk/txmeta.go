@@ -34,13 +34,20 @@ import (
 // FeatureError reports a feature a socket's device or kernel lacks, and
 // why. It matches ErrNotSupported with errors.Is.
 type FeatureError struct {
-	Feature string // "TX completion timestamps", "launch time"
+	Feature string // "TX completion timestamps", "launch time", "zero-copy on eth0 queue 0"
 	Reason  string
+	Err     error // the system call's error, if one was refused (nil otherwise)
 }
 
 func (e *FeatureError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("xsk: %s not supported: %s: %v", e.Feature, e.Reason, e.Err)
+	}
 	return fmt.Sprintf("xsk: %s not supported: %s", e.Feature, e.Reason)
 }
+
+// Unwrap returns the system call's error.
+func (e *FeatureError) Unwrap() error { return e.Err }
 
 // Is makes errors.Is(err, ErrNotSupported) true.
 func (e *FeatureError) Is(target error) bool { return target == ErrNotSupported }
@@ -49,10 +56,10 @@ func (e *FeatureError) Is(target error) bool { return target == ErrNotSupported 
 // metadata area that the kernel accepted.
 func (s *Socket) txMetaCheck(feature string) error {
 	if s.tx == nil {
-		return &FeatureError{feature, "the socket has no TX ring"}
+		return &FeatureError{Feature: feature, Reason: "the socket has no TX ring"}
 	}
 	if s.umem.TxMetadataLen() < umem.TxMetadataSize {
-		return &FeatureError{feature, fmt.Sprintf("the UMEM has no TX metadata area (umem.Config.TxMetadataLen %d < umem.TxMetadataSize)", s.umem.TxMetadataLen())}
+		return &FeatureError{Feature: feature, Reason: fmt.Sprintf("the UMEM has no TX metadata area (umem.Config.TxMetadataLen %d < umem.TxMetadataSize)", s.umem.TxMetadataLen())}
 	}
 	return nil
 }
@@ -96,7 +103,7 @@ func (s *Socket) deviceHas(feature string, bit XSKFeatures) error {
 		return fmt.Errorf("xsk: %s: cannot ask %s what it supports: %w", feature, s.ifname, err)
 	}
 	if d.XSKFeatures&bit == 0 {
-		return &FeatureError{feature, fmt.Sprintf("%s (driver %s) does not advertise %s (its xsk-features: %q, from %s)",
+		return &FeatureError{Feature: feature, Reason: fmt.Sprintf("%s (driver %s) does not advertise %s (its xsk-features: %q, from %s)",
 			s.ifname, d.Driver, bit, d.XSKFeatures, d.FeaturesFrom)}
 	}
 	return nil

@@ -48,6 +48,7 @@ type PairConfig struct {
 type Pair struct {
 	A, B *Link
 
+	nic       int // 1 + the NIC pair's index; 0 for a veth pair
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -177,10 +178,10 @@ func CreatePair(a, b *NS, cfg *PairConfig) (_ *Pair, err error) {
 			return nil, err
 		}
 	}
-	if err := waitOperUp(ha, nameA, time.Second); err != nil {
+	if err := waitOperUp(ha, nameA, 30*time.Second); err != nil {
 		return nil, err
 	}
-	if err := waitOperUp(hb, nameB, time.Second); err != nil {
+	if err := waitOperUp(hb, nameB, 30*time.Second); err != nil {
 		return nil, err
 	}
 	// IPv6 installs an address's local route from a work queue after the
@@ -281,10 +282,16 @@ func waitOperUp(h *netlink.Handle, name string, timeout time.Duration) error {
 	}
 }
 
-// Close deletes the pair now rather than with its namespaces. It is
-// idempotent, and not an error when a namespace is already gone.
+// Close deletes the pair now rather than with its namespaces (a NIC pair
+// of NewNICPair goes back to the process's namespace). It is idempotent,
+// and not an error when a namespace is already gone.
 func (p *Pair) Close() error {
 	p.closeOnce.Do(func() {
+		if p.nic > 0 {
+			p.closeErr = p.moveHome()
+			releaseNICPair(p.nic - 1)
+			return
+		}
 		h, err := p.A.NS.netlinkHandle()
 		if errors.Is(err, os.ErrClosed) {
 			return

@@ -3,7 +3,6 @@ package vethns_test
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"sync/atomic"
@@ -72,105 +71,122 @@ func TestXSKTX(t *testing.T) {
 		t.Run(family, func(t *testing.T) {
 			a, b := vethns.NewNS(t), vethns.NewNS(t)
 			p := vethns.NewPair(t, a, b, nil)
-			src, dst := p.A.AddrPort4(40000), p.B.AddrPort4(9000)
-			if family == "ipv6" {
-				src, dst = p.A.AddrPort6(40000), p.B.AddrPort6(9000)
-			}
-			conn, err := b.ListenUDP(dst)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			if err := vethns.ForceReadBuffer(conn, 8<<20); err != nil {
-				t.Fatal(err)
-			}
-
-			const n = 20000
-			var acked atomic.Int64
-			recvErr := make(chan error, 1)
-			go func() {
-				buf := make([]byte, 2048)
-				want := make([]byte, 2048)
-				for i := 0; i < n; i++ {
-					_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-					m, err := conn.Read(buf)
-					if err != nil {
-						recvErr <- fmt.Errorf("after %d datagrams: %w", i, err)
-						return
-					}
-					seq := int(binary.BigEndian.Uint32(buf))
-					if seq != i {
-						recvErr <- fmt.Errorf("datagram %d has sequence %d", i, seq)
-						return
-					}
-					w := payload(want, seq)
-					if !bytes.Equal(buf[:m], w) {
-						recvErr <- fmt.Errorf("datagram %d: payload differs (%d bytes, want %d)", i, m, len(w))
-						return
-					}
-					acked.Add(1)
-				}
-				recvErr <- nil
-			}()
-
-			var acct umem.Accounting
-			err = a.Do(func() error {
-				u, err := umem.New(&umem.Config{FrameCount: 1024})
-				if err != nil {
-					return err
-				}
-				defer u.Close()
-				sock, err := xsk.New(p.A.Name, 0, u, &xsk.Config{NoRX: true})
-				if err != nil {
-					return err
-				}
-				defer sock.Close()
-				if sock.ZeroCopy() {
-					return errors.New("veth bound in zero-copy mode")
-				}
-				buf := make([]byte, 2048)
-				// At most 200 in flight: fewer than the receiving veth
-				// queues (its backlog, and 256 when XDP runs there).
-				err = txFrames(sock, n, 200, &acked, func(f []byte, seq int) int {
-					return udpFrame(f, p.A.MAC, p.B.MAC, src, dst, payload(buf, seq))
-				})
-				if err != nil {
-					return err
-				}
-				st, err := sock.Stats()
-				if err != nil {
-					return err
-				}
-				if st.TXInvalidDescs != 0 {
-					return fmt.Errorf("tx_invalid_descs %d", st.TXInvalidDescs)
-				}
-				acct = u.Accounting()
-				return nil
-			})
-			if err != nil {
-				c, _ := b.Counters()
-				for k, v := range c {
-					if v != 0 && (k[:3] == "Udp" || k[:3] == "Ip6" || k[:2] == "Ip") {
-						t.Logf("%s %d", k, v)
-					}
-				}
-				out, _ := b.Exec(t.Context(), "ip", "-6", "addr")
-				t.Logf("%s", out)
-				t.Fatal(err)
-			}
-			if err := <-recvErr; err != nil {
-				c, _ := b.Counters()
-				for k, v := range c {
-					if v != 0 && (k[:3] == "Udp" || k[:3] == "Ip6" || k[:2] == "Ip") {
-						t.Logf("%s %d", k, v)
-					}
-				}
-				t.Fatal(err)
-			}
-			if acct.Free != acct.Total {
-				t.Fatalf("frames leaked: %s", acct)
-			}
+			runTX(t, a, b, p, family, false)
 		})
+	}
+}
+
+// runTX sends 20,000 datagrams of varying sizes from an AF_XDP socket
+// without RX ring on p.A to a kernel UDP socket on p.B, which must receive
+// each in order and byte-exact, and checks that every frame was completed
+// and is back in the UMEM. zc is whether the socket must bind in
+// zero-copy mode (ModeAuto decides): its Fill ring is then stocked, and
+// the frames it lent stay there until Close.
+func runTX(t *testing.T, a, b *vethns.NS, p *vethns.Pair, family string, zc bool) {
+	src, dst := p.A.AddrPort4(40000), p.B.AddrPort4(9000)
+	if family == "ipv6" {
+		src, dst = p.A.AddrPort6(40000), p.B.AddrPort6(9000)
+	}
+	conn, err := b.ListenUDP(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := vethns.ForceReadBuffer(conn, 8<<20); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 20000
+	var acked atomic.Int64
+	recvErr := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 2048)
+		want := make([]byte, 2048)
+		for i := 0; i < n; i++ {
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			m, err := conn.Read(buf)
+			if err != nil {
+				recvErr <- fmt.Errorf("after %d datagrams: %w", i, err)
+				return
+			}
+			seq := int(binary.BigEndian.Uint32(buf))
+			if seq != i {
+				recvErr <- fmt.Errorf("datagram %d has sequence %d", i, seq)
+				return
+			}
+			w := payload(want, seq)
+			if !bytes.Equal(buf[:m], w) {
+				recvErr <- fmt.Errorf("datagram %d: payload differs (%d bytes, want %d)", i, m, len(w))
+				return
+			}
+			acked.Add(1)
+		}
+		recvErr <- nil
+	}()
+
+	var acct umem.Accounting
+	var stocked int
+	err = a.Do(func() error {
+		u, err := umem.New(&umem.Config{FrameCount: 1024})
+		if err != nil {
+			return err
+		}
+		defer u.Close()
+		sock, err := xsk.New(p.A.Name, 0, u, &xsk.Config{NoRX: true})
+		if err != nil {
+			return err
+		}
+		defer sock.Close()
+		if sock.ZeroCopy() != zc {
+			return fmt.Errorf("bound with zero-copy %v, want %v", sock.ZeroCopy(), zc)
+		}
+		stocked = sock.Stocked()
+		if zc != (stocked > 0) {
+			return fmt.Errorf("zero-copy %v, but %d frames stocked on the Fill ring", zc, stocked)
+		}
+		buf := make([]byte, 2048)
+		// At most p.InFlight(): fewer than the receiving end
+		// queues (veth's backlog, and 256 when XDP runs there).
+		err = txFrames(sock, n, p.InFlight(), &acked, func(f []byte, seq int) int {
+			return udpFrame(f, p.A.MAC, p.B.MAC, src, dst, payload(buf, seq))
+		})
+		if err != nil {
+			return err
+		}
+		st, err := sock.Stats()
+		if err != nil {
+			return err
+		}
+		if st.TXInvalidDescs != 0 {
+			return fmt.Errorf("tx_invalid_descs %d", st.TXInvalidDescs)
+		}
+		acct = u.Accounting()
+		return nil
+	})
+	logCounters := func() {
+		c, _ := b.Counters()
+		for k, v := range c {
+			if v != 0 && (k[:3] == "Udp" || k[:3] == "Ip6" || k[:2] == "Ip") {
+				t.Logf("%s %d", k, v)
+			}
+		}
+	}
+	if err != nil {
+		logCounters()
+		select {
+		case rerr := <-recvErr:
+			t.Logf("receiver: %v", rerr)
+		default:
+		}
+		t.Fatal(err)
+	}
+	if err := <-recvErr; err != nil {
+		logCounters()
+		t.Fatal(err)
+	}
+	// Every sent frame came back; the stocked ones are on the Fill ring.
+	if acct.Free != acct.Total-stocked || acct.Fill != stocked {
+		t.Fatalf("frames leaked: %s (%d stocked)", acct, stocked)
 	}
 }
 
