@@ -9,7 +9,7 @@ STATICCHECK_VERSION ?= v0.6.1
 TESTFLAGS   ?=
 export GOTOOLCHAIN ?= local
 
-.PHONY: all build apps test stress-test fuzz lint demo demo-mq soak bench bench-quick clean
+.PHONY: all build apps test kernels stress-test fuzz lint demo demo-mq soak bench bench-quick clean
 
 # The Go modules of the repository. The root one is the library; apps/
 # (the programs, with client_golang for their metrics), metrics/promxdp
@@ -51,6 +51,14 @@ test: build lint
 	cd bench/harness && $(GO) test -count=1 ./...
 	cd metrics/promxdp && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory bench-quick
+
+## kernels: the namespace tests of the library and the apps on Debian's
+## 6.1, 6.12 and 6.17 kernels, each booted in QEMU (TCG, no KVM; the 6.17
+## guest's virtio-net NICs run the zero-copy tests), and on the host's
+## kernel; prints a table per package and kernel (test/kernels/run.sh;
+## KERNELS="6.1 host" to choose, RUN=regexp for -test.run).
+kernels:
+	bash test/kernels/run.sh
 
 ## stress-test: the namespace packages STRESSCOUNT times over, one package at
 ## a time, while two unrelated CPU-bound processes (sha256sum /dev/zero,

@@ -40,6 +40,8 @@ type bed struct {
 	flows  []*txpath.UDPFlow // per sending queue
 }
 
+// newBed ends the test as not applicable where the kernel lacks
+// multi-buffer (mtu above 3000) and the library says so.
 func newBed(t testing.TB, queues, mtu int) *bed {
 	t.Helper()
 	vethns.Require(t)
@@ -56,6 +58,9 @@ func newBed(t testing.TB, queues, mtu int) *bed {
 		})
 		return err
 	})
+	if mb && errors.Is(err, xsk.ErrNotSupported) {
+		vethns.NotApplicable(t, "AF_XDP multi-buffer", err.Error())
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

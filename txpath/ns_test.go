@@ -178,11 +178,17 @@ func (e *env) send(t *testing.T, r run) (txpath.Stats, txpath.Decision) {
 			uc.TxMetadataLen = umem.TxMetadataSize
 		}
 		u, err := umem.New(uc)
+		if (r.meta || r.swCsum) && errors.Is(err, umem.ErrNotSupported) {
+			return &notApplicable{"XDP_UMEM_TX_METADATA_LEN", err}
+		}
 		if err != nil {
 			return err
 		}
 		defer u.Close()
 		sock, err := xsk.New(e.p.A.Name, 0, u, &xsk.Config{NoRX: true, MultiBuffer: r.jumbo, TXSize: 1024, CompletionSize: 2048})
+		if r.jumbo && errors.Is(err, xsk.ErrNotSupported) {
+			return &notApplicable{"AF_XDP multi-buffer", err}
+		}
 		if err != nil {
 			return err
 		}
@@ -270,6 +276,7 @@ func (e *env) send(t *testing.T, r run) (txpath.Stats, txpath.Decision) {
 		}
 		return nil
 	})
+	checkApplicable(t, err)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,3 +378,23 @@ func udpFrame(b []byte, srcMAC, dstMAC net.HardwareAddr, src, dst netip.AddrPort
 }
 
 var _ = unix.ETH_P_ALL
+
+// notApplicable is what a namespace function returns when the kernel lacks
+// a feature (the library said ErrNotSupported); the test goroutine then
+// calls vethns.NotApplicable (a skip must not run on another goroutine).
+type notApplicable struct {
+	feature string
+	err     error
+}
+
+func (e *notApplicable) Error() string { return e.feature + ": " + e.err.Error() }
+func (e *notApplicable) Unwrap() error { return e.err }
+
+// checkApplicable ends t as not applicable for a notApplicable error.
+func checkApplicable(t *testing.T, err error) {
+	t.Helper()
+	var na *notApplicable
+	if errors.As(err, &na) {
+		vethns.NotApplicable(t, na.feature, na.err.Error())
+	}
+}

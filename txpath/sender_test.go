@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/xdpkit/xdpkit/csum"
+	"github.com/xdpkit/xdpkit/test/vethns"
 	"github.com/xdpkit/xdpkit/umem"
 	"github.com/xdpkit/xdpkit/xsk"
 )
@@ -33,6 +34,9 @@ func newUMEM(t testing.TB, meta bool, frames uint32) *umem.UMEM {
 		c.TxMetadataLen = umem.TxMetadataSize
 	}
 	u, err := umem.New(c)
+	if meta && errors.Is(err, umem.ErrNotSupported) {
+		vethns.NotApplicable(t, "XDP_UMEM_TX_METADATA_LEN", "a UMEM with a TX metadata area: "+err.Error())
+	}
 	if err != nil {
 		// It needs CAP_NET_RAW and CAP_IPC_LOCK; CI runs as root.
 		if os.Getenv("CI") == "true" {

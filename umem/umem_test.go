@@ -2,12 +2,15 @@ package umem
 
 import (
 	"errors"
-	"golang.org/x/sys/unix"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpkit/xdpkit/internal/kfeature"
 )
 
 func needRoot(t *testing.T) {
@@ -132,6 +135,9 @@ func TestDataBounds(t *testing.T) {
 func TestTxMetadataAt(t *testing.T) {
 	needRoot(t)
 	u, err := New(&Config{FrameSize: 2048, FrameCount: 4, TxMetadataLen: TxMetadataSize})
+	if errors.Is(err, ErrNotSupported) {
+		kfeature.NotApplicable(t, "XDP_UMEM_TX_METADATA_LEN", err.Error())
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

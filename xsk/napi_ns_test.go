@@ -46,8 +46,6 @@ func TestNAPIDeferral(t *testing.T) {
 		return
 	}
 	vethns.Require(t)
-	// napi-get reports the settings from 6.13, irq-suspend-timeout 6.14.
-	vethns.RequireKernel(t, 6, 14, "napi-set with irq-suspend-timeout")
 	a, b := vethns.NewNS(t), vethns.NewNS(t)
 	p := vethns.NewPair(t, a, b, nil)
 
@@ -94,6 +92,41 @@ func TestNAPIDeferral(t *testing.T) {
 			t.Error(err)
 		}
 	}()
+	// napi-get reports the settings from 6.13, irq-suspend-timeout 6.14.
+	// Where the library finds either missing, it refuses
+	// irq-suspend-timeout as unsupported, and changes nothing.
+	var probe error
+	if err := b.Do(func() error {
+		ifi, err := net.InterfaceByName(p.B.Name)
+		if err != nil {
+			return err
+		}
+		list, err := netdev.NAPIs(ifi.Index)
+		switch {
+		case err != nil:
+			probe = err
+		case len(list) > 0 && !list[0].HasIRQSuspendTimeout:
+			probe = fmt.Errorf("napi-get reports no irq-suspend-timeout: %w", errors.ErrUnsupported)
+		}
+		if probe == nil {
+			return nil
+		}
+		c, err := SetNAPIDeferral(p.B.Name, NAPIDeferral{IRQSuspendTimeout: time.Millisecond})
+		if err == nil {
+			c.Restore()
+			return fmt.Errorf("irq-suspend-timeout set via %s, though %v", c.Via(), probe)
+		}
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return fmt.Errorf("irq-suspend-timeout where %v: %w, want errors.ErrUnsupported", probe, err)
+		}
+		probe = fmt.Errorf("%v; SetNAPIDeferral: %w", probe, err)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if probe != nil {
+		vethns.NotApplicable(t, "NAPI deferral per NAPI instance", probe.Error())
+	}
 	want(t, "before", napis(t, b, p.B.Name), 0, 0, 0)
 
 	t.Run("napi-set", func(t *testing.T) {

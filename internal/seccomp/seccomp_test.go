@@ -128,8 +128,13 @@ func TestFilter(t *testing.T) {
 		seen++
 		name, r := f[0], free[f[0]]
 		want := Rules[name].errno.Error()
-		if f[1] != want || str(r[0]) == want {
-			t.Errorf("%s: filtered %q, unfiltered %q; want %q only with the filter", name, f[1], str(r[0]), want)
+		switch {
+		case f[1] != want:
+			t.Errorf("%s: filtered %q; want %q", name, f[1], want)
+		case str(r[0]) == want:
+			// This kernel lacks the feature: its own answer is the one
+			// the filter imitates, so the two must agree (they do).
+			t.Logf("%s: this kernel lacks it and answers %q itself, as the filter does", name, want)
 		}
 		if f[2] != str(r[1]) {
 			t.Errorf("%s: the call next to it: filtered %q, unfiltered %q", name, f[2], str(r[1]))

@@ -31,14 +31,15 @@ for i in 1 2 3 4 5 6 7 8 9 10; do
 		[ "$(basename "$(readlink "$d/device/driver" 2>/dev/null)")" = virtio_net ] && nics="$nics $(basename "$d")"
 	done
 	set -- $nics
-	[ $# -ge 4 ] && break
+	[ $# -ge 5 ] && break
 	sleep 1
 done
 set -- $nics
 [ $# -ge 4 ] && export XDPKIT_NIC_PAIRS="$1,$2 $3,$4"
+[ $# -ge 5 ] && export XDPKIT_NIC_NOIOMMU="$5"
 export CI=true XDPKIT_APPS_BIN=/xdpkit/apps HOME=/tmp TMPDIR=/tmp
 run=$(cat /xdpkit/run)
-say "=== KERNEL $(uname -r) nproc $(busybox nproc) nics ${XDPKIT_NIC_PAIRS:-none}"
+say "=== KERNEL $(uname -r) nproc $(busybox nproc) nics ${XDPKIT_NIC_PAIRS:-none}, without iommu_platform ${XDPKIT_NIC_NOIOMMU:-none}"
 for t in /xdpkit/*.test; do
 	n=$(basename "$t" .test)
 	case $n in
