@@ -145,8 +145,9 @@ func rerender(c *config) error {
 		// results.json does not keep where the calibration came from: the
 		// run saved it beside results.json (grid.go).
 		g.Calib.Source = filepath.Join(c.out, "nt-calibration.json")
-		if repo, err := findRepo(); err == nil {
-			if rel, err := filepath.Rel(repo, g.Calib.Source); err == nil && filepath.IsLocal(rel) {
+		abs, err := filepath.Abs(g.Calib.Source)
+		if repo, rerr := findRepo(); err == nil && rerr == nil {
+			if rel, err := filepath.Rel(repo, abs); err == nil && filepath.IsLocal(rel) {
 				g.Calib.Source = rel
 			}
 		}
