@@ -126,7 +126,7 @@ $(STATICCHECK):
 	GOBIN=$(GOBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 ## lint: gofmt, go vet and staticcheck in every module, and the text check
-## (internal/textcheck: no commit hashes, dates, work sessions or issue
+## (internal/textcheck: no commit hashes, dates, words about work periods or issue
 ## numbers in product text; README.md at most 250 lines).
 lint: $(STATICCHECK)
 	@$(GO) run ./internal/textcheck

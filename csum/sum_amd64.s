@@ -830,8 +830,8 @@ scalar:
 
 	// Loops start at a 64-byte boundary, and fit in as few 64-byte blocks
 	// of code as they can (immediates of one byte: -128, not 128): a loop
-	// that spanned one block more ran 1.2-1.5x slower here, depending on
-	// where the linker put it.
+	// that spans one block more runs measurably slower (BenchmarkSumImpl),
+	// depending on where the linker puts it.
 	PCALIGN $64
 
 loop64:

@@ -325,8 +325,8 @@ func measureFrames(sizes []int, ringBytes int, cold bool, budget time.Duration) 
 	pts := make([]TablePoint, len(sizes))
 	// Payloads start at varying offsets of one buffer (srcOffset): how a
 	// source lines up with a frame decides 4 KiB aliasing (a load stalled
-	// behind a store to the same offset of another page), which made the
-	// sum kernels 2-5x slower at some sizes and buffers.
+	// behind a store to the same offset of another page), which makes the
+	// sum kernels several times slower at some sizes and buffers.
 	src := make([]byte, sizes[len(sizes)-1]+srcSpan)
 	for j := range src {
 		src[j] = byte(j*7 + 1)
