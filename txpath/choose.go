@@ -39,6 +39,7 @@ const (
 // Methods lists every Method, in order.
 var Methods = []Method{MethodCopy, MethodNT, MethodCopySum, MethodNTSum, MethodFused}
 
+// String names the method as Decision and the benchmarks print it.
 func (m Method) String() string {
 	switch m {
 	case MethodCopy:

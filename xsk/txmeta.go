@@ -38,6 +38,7 @@ type FeatureError struct {
 	Reason  string
 }
 
+// Error names the feature and the kernel that brought it.
 func (e *FeatureError) Error() string {
 	return fmt.Sprintf("xsk: %s not supported: %s", e.Feature, e.Reason)
 }
