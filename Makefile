@@ -9,7 +9,7 @@ STATICCHECK_VERSION ?= v0.6.1
 TESTFLAGS   ?=
 export GOTOOLCHAIN ?= local
 
-.PHONY: all build apps test kernels stress-test fuzz lint demo demo-mq soak bench bench-quick clean
+.PHONY: all build apps test kernels stress-test fuzz lint demo demo-mq soak bench bench-quick bench-render clean
 
 # The Go modules of the repository. The root one is the library; apps/
 # (the programs, with client_golang for their metrics), metrics/promxdp
@@ -96,10 +96,15 @@ fuzz:
 
 ## bench: xdpkit side by side with the C reference (AF_XDP on veth, csum, nt), the
 ## copy-policy grid, bench/out/{results.json,summary.md,xdp.png,copy.png}, a line
-## appended to bench/out/history.jsonl, and README's bench section (= summary.md);
+## appended to bench/out/history.jsonl, and README's bench section (its summary);
 ## root, gcc, < 10 min.
 bench:
 	cd bench/harness && $(GO) run . -out ../out -readme ../../README.md
+
+## bench-render: README's bench section and bench/out/summary.md written
+## again from bench/out/results.json and history.jsonl, measuring nothing.
+bench-render:
+	cd bench/harness && $(GO) run . -render -out ../out -readme ../../README.md > /dev/null
 
 ## bench-quick: every benchmark of `make bench` once, briefly (CI), into bench/out/quick.
 bench-quick:
@@ -128,7 +133,11 @@ soak:
 $(STATICCHECK):
 	GOBIN=$(GOBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
+## lint: gofmt, go vet and staticcheck in every module, and the text check
+## (internal/textcheck: no commit hashes, dates, words about work periods or issue
+## numbers in product text; README.md at most 250 lines).
 lint: $(STATICCHECK)
+	@$(GO) run ./internal/textcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	@set -e; for m in $(MODULES); do echo "vet, staticcheck: $$m"; (cd $$m && $(GO) vet ./... && $(STATICCHECK) ./...); done
 

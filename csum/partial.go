@@ -34,6 +34,7 @@ const (
 	Bad
 )
 
+// String names the verdict.
 func (v Verdict) String() string {
 	switch v {
 	case Good:

@@ -19,30 +19,19 @@ var (
 // Size thresholds, in bytes. Below vectorMin a scalar add-with-carry
 // chain beats the vector kernels, whose set-up and reduction cost more
 // than they save there; copyVectorMin is the same for CopyAndSum. On an
-// AVX2 CPU without AVX-512 (AMD EPYC Zen 3) sum's inline AVX2 kernel is
-// ahead of the adc chain, or even with it, from 33 bytes on (at 32 the adc
-// code has a path without a loop; at 40 to 94 bytes the AVX2 kernel took
-// 4.1-4.5 ns and the adc code 4.8-5.9 in the host's fast mode, and alike
-// when slow):
+// AVX2 CPU sum's inline AVX2 kernel is ahead of the adc chain, or even
+// with it, from 33 bytes on (at 32 the adc code has a path without a
+// loop). avx512Min is where the AVX-512 kernel overtakes the AVX2 one; with
+// AVX-512 the AVX2 kernel takes the lengths below it. avx512CopyMin is
+// not measured. The thresholds come from TestPairedC, which times each Go
+// kernel beside its C counterpart in one process:
 //
 //	go test -tags csumcgo -c -o /tmp/csum-cref.test ./csum/
 //	taskset -c 1 /tmp/csum-cref.test -test.run TestPairedC -test.v -paired.impls \
 //		-paired.sizes 32,33,34,36,38,40,48,56,64,72,80,88,94
 //
-// (rows Sum-adc and Sum-avx2). copyVectorMin is 128: from 128 bytes
-// CopyAndSum's AVX2 kernel was ahead of its scalar chain at every size
-// of TestPairedC's copy_and_sum rows tried (128-255 B: 0.86-1.17x of C's
-// AVX2 copy+sum with 256, 0.91-1.25x with 128; at 64 the chain's 72 and
-// 104 B fell to 0.80-0.95x). With AVX-512 the AVX2 kernel takes the
-// same lengths below avx512Min. avx512Min is 288: on an AMD EPYC Zen 5
-// (the only AVX-512 machine measured; csum/README's "Issue 17, session
-// 14") the AVX-512 kernel (as it is since then: inline in sum, its
-// accumulators started by the first 256 bytes) took 3.19-3.79 ns from 288
-// to 392 B, in steps of 8 or less, against the AVX2 kernel's 3.61-4.18,
-// and 3.47-3.55 at 264-284 B against 3.35-3.37 (both 3.05 at 256 B).
-// avx512CopyMin is not measured. Decided from the CPU's features, not by
-// timing at start-up. Variables so that the tests
-// can drive every kernel with every length.
+// They are decided from the CPU's features, not by timing at start-up.
+// Variables so that the tests can drive every kernel with every length.
 var (
 	vectorMin     = 33
 	avx512Min     = 288
@@ -135,9 +124,8 @@ var tailShuf = func() (t [32][32]byte) {
 
 // sum returns toBE of the sum of the n bytes at p, and copyAndSum is
 // CopyAndSum of the n bytes at src into dst: see sum_amd64.s. sum runs
-// its AVX2 and AVX-512 kernels inline (a call less: on an AMD EPYC Zen 5
-// the AVX-512 kernel's tail call and its dispatch cost Sum 0.5-0.8 ns at
-// 512-1024 B, csum/README); copyAndSum runs its AVX2 kernel inline too. Both reach the Go functions sumSlow and
+// its AVX2 and AVX-512 kernels inline (a call less, which BenchmarkSum
+// shows at 512-1024 B); copyAndSum runs its AVX2 kernel inline too. Both reach the Go functions sumSlow and
 // copySumSlow without assembly and for slices longer than maxChunk.
 
 //go:noescape

@@ -238,9 +238,9 @@ copyDone:
 // The loop loads three of its four vectors into registers and adds the
 // fourth from memory operands (a load and an add, and a load and a
 // shift: the vector is loaded twice, as C compilers do for all four).
-// On an AMD EPYC Zen 5 that was the fastest mix at 1-48 KiB (one
-// instruction less than four register loads, three loads less than four
-// memory operands; csum/README, "Issue 17, session 14"). The fold takes
+// That is the quickest mix of the three on the AVX-512 machine measured
+// (one instruction less than four register loads, three loads less than
+// four memory operands; BenchmarkSum). The fold takes
 // the last 256-bit vector into a register: VPSRLQ from memory into a Y
 // register would need AVX-512 VL.
 #define SUMAVX512 \
@@ -830,8 +830,8 @@ scalar:
 
 	// Loops start at a 64-byte boundary, and fit in as few 64-byte blocks
 	// of code as they can (immediates of one byte: -128, not 128): a loop
-	// that spanned one block more ran 1.2-1.5x slower here, depending on
-	// where the linker put it.
+	// that spans one block more runs measurably slower (BenchmarkSumImpl),
+	// depending on where the linker puts it.
 	PCALIGN $64
 
 loop64:

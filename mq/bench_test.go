@@ -20,7 +20,7 @@ import (
 // queues) and each sending queue's (tx-cpu-ns/pkt). Per-queue cost that
 // rises with the queues means shared state. On this 2-CPU VM the sender
 // and the receiver threads of a queue share one CPU; see
-// bench/MULTIQUEUE.md for a many-core host with a real NIC.
+// docs/multiqueue.md for a many-core host with a real NIC.
 func BenchmarkQueues(b *testing.B) {
 	for _, queues := range []int{1, 2} {
 		b.Run(fmt.Sprintf("queues=%d", queues), func(b *testing.B) {

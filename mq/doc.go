@@ -38,8 +38,8 @@
 // of the runtime's GOMAXPROCS Ps; busy queue threads that outnumber the Ps
 // take turns through the scheduler. So while queues run, GOMAXPROCS is
 // kept at least at the number of running queue threads plus one, and
-// given back when the last stops (BenchmarkQueues measured 2 queues
-// slower than 1 on a 2-CPU host before). [Queue.CPUTime] is the CPU time
+// given back when the last stops (without it BenchmarkQueues shows more
+// queues slower than fewer on a host with few CPUs). [Queue.CPUTime] is the CPU time
 // of a queue's thread during the last Run or Go: its cost per packet.
 //
 // # Per-packet path

@@ -64,58 +64,24 @@
 // destination is read by DMA (zero-copy mode), never in copy mode, where the
 // kernel reads the frame back with the CPU.
 //
-// # What this machine gives
+// # When NT stores pay
 //
-// Measured on the development machine: a 2-vCPU VM on an AMD EPYC of family
-// 26 (Zen 5, "Turin-like"), 48 KiB L1d and 1 MiB L2 per core, an L3 cliff
-// between 16 and 32 MiB rings; AVX-512. Up to four other builds and
-// tests shared the two CPUs throughout, so single runs varied by 2-10x: the
-// figures are best-of-N (N = 17-23 runs of 0.2-1 s) and, for calibration,
-// the median over rounds of paired ratios. Speedups are ordinary time / NT
-// time.
+// An NT store to a line that is cached must evict it first, so into a hot
+// destination (one buffer rewritten) NT is much slower than an ordinary
+// copy. Into a cold destination NT skips the read-for-ownership an
+// ordinary store pays, and wins from some size that depends on the CPU,
+// the ring's size against the last-level cache, and the load on the
+// machine: Calibrate measures it. SFENCE after NT stores costs some
+// hundreds of ns when the stores go to memory, so fence once per batch,
+// not per copy (BenchmarkCopy ring/nt-fence-each). The AVX-512, AVX2 and
+// SSE2 kernels are alike on a cold copy: the store path to memory, not the
+// vector width, is the limit. NT also pays when another core reads what
+// was copied (BenchmarkProducerConsumer), and it leaves the copier's cache to its
+// working set (BenchmarkPollution).
 //
-//   - Calibrate (cold 64 MiB ring, fence per 32, 11 runs with the
-//     median-ratio rule): NT loses at every size up to 8 KiB, in every run:
-//     x0.31-0.44 at 64 B, x0.40-0.52 at 256 B, x0.55-0.70 at 512 B,
-//     x0.54-0.93 at 4 KiB, x0.61-0.95 at 8 KiB (1500 B is the odd one,
-//     x0.86-1.0 and once 2.4, perhaps because its partial last line is an
-//     ordinary store that breaks the NT stream). From 16 KiB up
-//     it ties or swings with the load: x0.78-1.05 at 16 KiB, x0.73-1.19 at
-//     64 KiB, x0.67-1.13 at 256 KiB, x0.87-1.13 at 1 MiB. Threshold: Never in
-//     6 runs, 64 KiB in 2, 256 KiB in 1, 1 MiB in 2. Took 28-48 ms, of which
-//     set-up 3-15 ms; 130-330 ms when faulting the ring in was slow (a VM
-//     backing fresh memory).
-//   - Each-copy fence (BenchmarkCopy ring/nt-fence-each): 1500 B 202 ns
-//     against 60 ns ordinary, 4 KiB 366 against 206 ns: SFENCE after NT
-//     stores to memory costs about 150-300 ns here.
-//   - Hot destination (one buffer rewritten): NT is much slower, as an NT
-//     store to a cached line must evict it first: 1500 B 178 against 31 ns
-//     (x0.17), 64 KiB 3.0 against 1.2 us, 1 MiB 37 against 31 us.
-//   - Cold ring, fence per 32, best of 23: 1500 B 52 against 60 ns, 4 KiB 151
-//     against 206 ns, 64 KiB 2.65 against 3.22 us, 1 MiB 31 against 46 us,
-//     16 MiB 1.17 against 1.05 ms (builtin copy, NT itself: 1.11 ms). The
-//     medians of the same runs disagree at 4 KiB and 1 MiB; trust the
-//     calibration's paired ratios over these.
-//   - The AVX-512, AVX2 and SSE2 kernels are equal within the noise on a
-//     cold 64 KiB copy (best 2.6, 3.3 and 2.2 us): the store path to memory,
-//     not the vector width, is the limit.
-//   - Cross-core producer/consumer (CPUs 0 and 1, 8 MiB ring, the consumer
-//     reads every byte): 1 MiB objects 177 Gb/s NT against 53-71 Gb/s
-//     ordinary (best; medians 21 and 9 Gb/s), 1500 B packets published per 32:
-//     78 against 69 Gb/s (best). NT wins here, as on the AMD EPYC of
-//     MSG_NTCOPY (+43%) and unlike the Intel Xeon of issue 4.
-//   - Cache pollution (BenchmarkPollution, 512 x 1500 B copied between reads
-//     of the working set): a 512 KiB working set is read in 16.0 us after NT
-//     copies against 24.0 us after ordinary ones (best; medians 28.5 and 38.3
-//     us); a 1 MiB working set, which does not fit in the 1 MiB L2 anyway,
-//     was read more slowly after NT copies (38.3 against 31.0 us best,
-//     medians 67.6 and 47.0 us), which is not explained.
-//
-// The 256-byte cut-over of Copy comes from the calibration points: NT costs
-// 2-3x an ordinary copy at 64-256 bytes even with one fence per 32 copies
-// (x0.31-0.52), and a copy below 256 bytes has at most three whole lines to
-// stream. On this machine the calibration keeps txpath's auto policy off for
-// packets (NT never won below 16 KiB on one core, and above that the answer
-// moved with the load), although NT did win across cores; another machine
-// may answer otherwise, which is why it is measured.
+// The 256-byte cut-over of Copy comes from the calibration points: NT
+// costs a multiple of an ordinary copy at 64-256 bytes even with one fence
+// per 32 copies, and a copy below 256 bytes has at most three whole lines
+// to stream. `make bench` prints the host's calibration above the
+// copy-policy grid (bench/out/summary.md).
 package nt

@@ -20,12 +20,10 @@ const (
 	// the Fill ring) is not slower than keeping the frame and handing it
 	// back through the allocator to the Fill ring, by the median over
 	// rounds of the paired time ratio. A handler that only reads in place
-	// ("lend" there) pays for the copy at every size. 256 B is what it
-	// gave on AMD EPYC Zen 3. On Zen 5 it gave 0 in four make bench runs
-	// of five (bench/out/history.jsonl; copy/keep 1.12-1.14 at 64 B, about
-	// 2.4 ns per packet) and 256 B in the fifth, with the host in its
-	// slower state (copy/keep 0.81 at 64 B, 0.94 at 256 B): the crossing
-	// moves with the host, and the default stays 256 B. Set
+	// ("lend" there) pays for the copy at every size. The crossing moves
+	// with the CPU and with the host's state (make bench's spread table
+	// lists it per run); the default is a size the benchmark has given on
+	// the development machines, not a promise. Set
 	// Config.CopyThreshold from BenchmarkDeliver on the machine that runs
 	// it.
 	DefaultCopyThreshold = 256

@@ -160,10 +160,8 @@ func TestThreadNap(t *testing.T) {
 // explicit Config.Coalesce naps whatever the costs. A nap is forgone
 // once per stretch of empty rounds: the rounds polled again after the
 // first count neither as naps forgone nor towards the probe. The rows'
-// per-packet costs are of the order of make bench's rxdrop rows at
-// 19a32f2 (`xdpkitbench` nap_packet_ns, sleep_packet_ns): with NAPI
-// deferral 360-370 ns for naps against 110-520 for sleeps, without it at
-// 300 kpps 180-430 against 340-6,500.
+// per-packet costs are of the order that make bench's rxdrop rows report
+// (`xdpkitbench` nap_packet_ns, sleep_packet_ns).
 func TestNapPays(t *testing.T) {
 	const chances = 2 * napProbeEvery
 	for _, c := range []struct {

@@ -791,10 +791,10 @@ func (p *Poller) endSample() (now time.Duration, read bool) {
 
 // napOverrun: naps that last (NapTime, a moving average) more than
 // napOverrun times their timer, plus two wake-ups (SleepCost), are not
-// taken, but to measure again. make
-// bench's l3fwd 1500 B row lost 6-8% of its frames to RX ring overflow
-// in two of five runs with naps of 0.4-1.5 ms on average (a 35-80 µs
-// timer), and none without naps (xdpkitbench --coalesce=-1ns).
+// taken, but to measure again: on a contended CPU a nap can last many
+// times its timer, and the RX ring overflows meanwhile (make bench's
+// l3fwd 1500 B row shows it as loss; xdpkitbench --coalesce=-1ns turns
+// naps off to compare).
 const napOverrun = 4
 
 // napOverrunAt is the NapTime beyond which naps overrun (see napOverrun).

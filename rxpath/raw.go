@@ -23,10 +23,8 @@ import (
 // a system call after nearly every sleep. make bench's per-wake-up table
 // shows it as the receiver's other threads (cd bench/harness && go run .
 // -only xdp -modes rxdrop -match kpps -runs 3 -seconds 2 -out /tmp/ws):
-// one pass each at 913183f and d30baa1 gave 14 and 41 µs of other
-// threads' CPU per wake-up at 100 and 300 kpps, and 0.02-0.05 µs with
-// RawSyscall; the receiver's CPU per packet fell by about a third. The
-// NAPI deferral rows, which do not nap, did not change. No test can tell
+// through Syscall those threads cost several µs per wake-up at 100 and
+// 300 kpps, through RawSyscall next to nothing. No test can tell
 // a Syscall from a RawSyscall here: TestRawSyscalls checks the results.
 
 func rawTimerfdSettime(fd int, spec *unix.ItimerSpec) error {

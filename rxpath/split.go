@@ -24,6 +24,7 @@ const (
 	TooLong
 )
 
+// String names the verdict.
 func (v Verdict) String() string {
 	switch v {
 	case Whole:

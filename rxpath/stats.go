@@ -113,6 +113,7 @@ type SocketStats struct {
 	XDP      xsk.Stats // the kernel's XDP_STATISTICS
 }
 
+// String gives the counters on one line, for logs.
 func (s *Stats) String() string {
 	return fmt.Sprintf("rounds %d (full %d, timed %d, max %d), packets %d (copied %d, lent %d, chains %d, kept %d, dropped %d), frames %d, invalid %d, spins %d (preempted %d), naps %d (empty %d, %v, cpu %v, forgone %d, cpu/packet %v against sleeps' %v), sleeps %d (cpu %v, spin limit %v), wakeups %d (thread %d, sleep cost %v, expected gap %v), syscalls %d, fill empty %d, starved %d",
 		s.Rounds, s.FullRounds, s.TimeRounds, s.MaxRound, s.Packets, s.Copied, s.Lent, s.Chains, s.Kept, s.Dropped,

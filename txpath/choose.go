@@ -39,6 +39,7 @@ const (
 // Methods lists every Method, in order.
 var Methods = []Method{MethodCopy, MethodNT, MethodCopySum, MethodNTSum, MethodFused}
 
+// String names the method as Decision and the benchmarks print it.
 func (m Method) String() string {
 	switch m {
 	case MethodCopy:
@@ -115,9 +116,9 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 // quicker of the fused copy-and-sum and copy + sum took 20% less time than
 // NT + sum at its best (then that one, and with offload the quicker of
 // the plain and the fused copy, if quicker than NT): the grids of make
-// bench favoured NT there on Zen 3 where the table's choice did not, and
-// the fused copy-and-sum at 256 B on Zen 5, where the table saw it too
-// (see choose and coldSwitchGain). Below 256 B, where nt.Copy is the plain
+// bench favour NT there on CPUs where the table's own choice often does
+// not, and the fused copy-and-sum where the table sees it too (see choose
+// and coldSwitchGain). Below 256 B, where nt.Copy is the plain
 // copy, and in builds without NT stores (nt.Supported false), the answer
 // is never an NT method. A size between two measured ones takes the
 // answer of the nearer by ratio; below 256 B, of the nearer measured size
@@ -127,9 +128,8 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 // calibration if that has not run yet): call Prepare at start-up to pay
 // it there.
 //
-// Why measure rather than rule: on the development machine (a 2-vCPU VM on
-// AMD EPYC Zen 3, AVX2) the rule "NT stores from nt's threshold" is
-// wrong for packets. The copy-policy grid of `make bench`
+// Why measure rather than rule: the rule "NT stores from nt's threshold"
+// is wrong for packets. The copy-policy grid of `make bench`
 // (bench/out/summary.md; its spread across runs in bench/out/history.jsonl)
 // measures NT stores against the ordinary copy into cold UMEM-like frames
 // at packet sizes, in the layout measured here and in one it never saw,
@@ -139,16 +139,12 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 // and can move from run to run (the grid's report lists it). Without
 // offload the grid also sets NT + a sum of the (cached) source against the
 // fused copy-and-sum, into cold and into hot frames. Into cold frames from
-// 256 B ChooseCopy's own measurement was the wrong guide on Zen 3 too (see
-// choose for the evidence), and the answer there was the rule "NT from
-// 256 B", which is not nt's threshold either: that was 256 B in 25 of the
-// 34 Zen 3 grids committed and 512 B in 9, and on Zen 5 8, 16 or 64 KiB or
-// never (scripts/grid-rules.py). On Zen 5 (AVX-512) that rule failed every
-// grid at cold 256 B, where the fused copy-and-sum was 1.3-1.5x faster
-// than NT and the start-up table measured as much; so the rule is now
-// "NT from 256 B unless the table finds another way to copy and sum
-// taking 20% less time than NT + sum". What is measured still decides hot
-// destinations, and cold ones below 256 B.
+// 256 B ChooseCopy's own short measurement is not a good enough guide on
+// some CPUs (see choose), so the rule there is "NT from 256 B unless the
+// table finds another way to copy and sum taking coldSwitchGain less time
+// than NT + sum" (on CPUs where the fused copy-and-sum clearly wins, the
+// table sees it). What is measured still decides hot destinations, and
+// cold ones below 256 B.
 // Above 64 KiB, where a payload spans whole contiguous
 // frames, nt's calibration decides: NT stores into a cold destination
 // where nt.Default says NT wins at that size, else the 64 KiB answer
@@ -330,8 +326,8 @@ func measureFrames(sizes []int, ringBytes int, cold bool, budget time.Duration) 
 	pts := make([]TablePoint, len(sizes))
 	// Payloads start at varying offsets of one buffer (srcOffset): how a
 	// source lines up with a frame decides 4 KiB aliasing (a load stalled
-	// behind a store to the same offset of another page), which made the
-	// sum kernels 2-5x slower at some sizes and buffers.
+	// behind a store to the same offset of another page), which makes the
+	// sum kernels several times slower at some sizes and buffers.
 	src := make([]byte, sizes[len(sizes)-1]+srcSpan)
 	for j := range src {
 		src[j] = byte(j*7 + 1)
@@ -418,21 +414,13 @@ func measureFrames(sizes []int, ringBytes int, cold bool, budget time.Duration) 
 //     store to an uncached line pays, unless the comparison without
 //     offload, by best times, clears coldSwitchGain (20%): then the
 //     quicker alternative without offload, and with offload the quicker
-//     of copy and fused if it is quicker than NT. Before that margin the
-//     rule was NT whatever the times,
-//     because on Zen 3 the choice made from them was the wrong one: at
-//     cold 256 B the start-up table kept the plain copy (or copy + sum) in
-//     many runs, by its times or by the incumbent rule and the confidence
-//     bound, where the copy-policy grid of make bench, seconds later in the
-//     same process and with longer trials, found NT ahead by up to 1.6x.
-//     scripts/grid-rules.py replays the committed grids
-//     (bench/out/results.json in git) against the table of the same run,
-//     by each method's median GB/s in the grid (the script's stand-in for
-//     the grid's paired verdict): of the 34 Zen 3 runs' cold 256 B cells, NT is
-//     within the grid's 3% of the best fixed method in 134 of 136, and
-//     the table's own choices, in the 28 runs before the NT rule, in 79
-//     of 112; at 1500, 4096 and 65536 B both in all of them. The margin
-//     keeps those 134 and fixes the Zen 5 runs (coldSwitchGain).
+//     of copy and fused if it is quicker than NT. Not the table's times
+//     alone: at cold 256 B the start-up table often keeps the plain copy
+//     (or copy + sum) on CPUs where the copy-policy grid of make bench,
+//     seconds later in the same process and with longer trials, finds NT
+//     ahead; NT whatever the times fails on CPUs where the fused copy is
+//     clearly quicker, which the table does see. The margin keeps the
+//     first kind on NT and the second on the fused copy.
 func (p *TablePoint) choose(times *[5][]float64, ntStores bool) {
 	switch {
 	case p.Size < ntMin || !ntStores:
@@ -507,29 +495,14 @@ func (p *TablePoint) quickest(ms ...Method) Method {
 // and the fused copy if it is quicker than NT at all.
 //
 // The comparison without offload decides both because it is the one that
-// tells the machines apart. scripts/grid-rules.py replays the committed
-// copy-policy grids (bench/out/results.json in git; at 4e793b3, 34 runs on
-// AMD EPYC Zen 3 and 5 on Zen 5) from the table's best times, which is
-// what choose uses here, so the replay is exact. At cold 256 B, NT + sum's
-// best time over the quicker alternative's was at most 1.153 on Zen 3,
-// where NT + sum was within the grid's 3% of the best fixed method in
-// every cell, and 1.416-1.517 on Zen 5, where it was in none (the fused
-// copy was 1.3-1.5x faster); six start-up measurements on Zen 5
-// (TestChooseCopy's log, session 14) gave 1.35-1.55. The offload comparison overlaps: NT's time over the
-// quicker alternative's reached 1.294 and 1.307 on Zen 3, where NT was
-// right, and was 1.281-1.368 on Zen 5, where it was wrong. A margin of 20%
-// (NT + sum taking 1.25 times the alternative's time) sits in the gap.
-// Cells of the cold 256 B rows within the grid's 3%:
-//
-//	rule                               Zen 3 (of 136)   Zen 5 (of 20)
-//	NT whatever the times              134              0
-//	each answer by its own ratio, 20%  132              20
-//	each answer by its own ratio, 25%  134              16
-//	as choose does, 20%                134              20
-//
-// At 1500, 4096 and 64 KiB these rules pass the cells that NT passes
-// (Zen 3: all; Zen 5: all at 1500 B, 17 of 20 at 4096 B and 18 of 20 at
-// 64 KiB, where NT + sum and the fused copy are close).
+// tells the machines apart: on CPUs where NT stores into cold frames win
+// (AMD EPYC Zen 3 in the committed copy-policy grids), NT + sum's time is
+// close to the quicker alternative's; where they lose (Zen 5), the fused
+// copy is clearly quicker. With offload the ratios of the two kinds of
+// machine overlap, so they cannot decide. The margin sits in the gap
+// between the two kinds; the copy-policy grid of make bench
+// (bench/out/summary.md) checks every answer, TestChooseRules the
+// rule.
 const coldSwitchGain = 0.20
 
 // medianLow is the index, in n sorted values, of the lower end of a

@@ -69,11 +69,11 @@ func TestChooseRules(t *testing.T) {
 		// its own ratio alone does not decide.
 		{"cold 256 B, fused 18% less time than NT, 27% than NT+sum", point(256, true, true, 14, 16.5, 15.1, 18.4, 13.5), MethodFused, MethodFused},
 		{"cold 256 B, copy slower than NT, fused 30% less time than NT+sum", point(256, true, true, 20, 16, 22, 30, 21), MethodNT, MethodFused},
-		// bench/out at 45f3181, AMD EPYC Zen 3: copy took 23% less time
+		// A committed make bench grid, AMD EPYC Zen 3: copy took 23% less time
 		// than NT, copy+sum 8.5% less than NT+sum; the grid found NT
 		// and NT+sum within 3% of the best in every cell.
 		{"cold 256 B, Zen 3", point(256, true, true, 119.42, 156.05, 144.33, 157.74, 220.7), MethodNT, MethodNTSum},
-		// bench/out at e413fbf, AMD EPYC Zen 5: the start-up table's
+		// A committed make bench grid, AMD EPYC Zen 5: the start-up table's
 		// cold 256 B best times; the grid found the fused copy fastest
 		// with and without offload.
 		{"cold 256 B, Zen 5", point(256, true, true, 13.8, 16.5, 15.1, 18.4, 12.1), MethodFused, MethodFused},

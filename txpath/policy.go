@@ -40,6 +40,7 @@ const (
 	Plain
 )
 
+// String names the policy.
 func (p Policy) String() string {
 	switch p {
 	case Auto:
@@ -112,6 +113,7 @@ type Decision struct {
 	Warning string
 }
 
+// String says what the Sender chose and why, on one line.
 func (d Decision) String() string {
 	nt := "never"
 	if d.NTFrom > 0 {

@@ -13,6 +13,7 @@ const (
 	TX                // on a TX ring, until its completion
 )
 
+// String names the state.
 func (s State) String() string {
 	switch s {
 	case Free:
@@ -32,6 +33,7 @@ type Accounting struct {
 	Total, Free, Held, Fill, TX int
 }
 
+// String gives the frame counts on one line.
 func (a Accounting) String() string {
 	return fmt.Sprintf("total %d: free %d, held %d, fill %d, tx %d", a.Total, a.Free, a.Held, a.Fill, a.TX)
 }

@@ -34,10 +34,12 @@ type CapabilityError struct {
 	Err error  // the underlying error, usually a syscall.Errno
 }
 
+// Error names the operation and the missing capability.
 func (e *CapabilityError) Error() string {
 	return fmt.Sprintf("%s: %v (needs %s)", e.Op, e.Err, e.Cap)
 }
 
+// Unwrap returns the system call's error, which matches os.ErrPermission.
 func (e *CapabilityError) Unwrap() error { return e.Err }
 
 // Is makes every capability error match os.ErrPermission, also when the

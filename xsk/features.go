@@ -43,6 +43,7 @@ const (
 	StatsNone                       // getsockopt(XDP_STATISTICS) refused
 )
 
+// String names the level.
 func (l StatsLevel) String() string {
 	switch l {
 	case StatsExtended:

@@ -29,6 +29,7 @@ const (
 	MetadataDevice = MetadataLevel(xdpprog.MetaKfuncs)
 )
 
+// String names the level.
 func (l MetadataLevel) String() string { return xdpprog.MetaLevel(l).String() }
 
 // Metadata reports what the program writes in front of each frame and,

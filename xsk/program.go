@@ -40,6 +40,7 @@ const (
 	AttachGeneric                   // the skb hook (XDP_FLAGS_SKB_MODE)
 )
 
+// String names the mode.
 func (m AttachMode) String() string { return xdpprog.Mode(m).String() }
 
 // ProgramConfig configures AttachProgram. A nil *ProgramConfig means: no

@@ -33,6 +33,7 @@ const (
 	ModeZeroCopy
 )
 
+// String names the mode.
 func (m Mode) String() string {
 	switch m {
 	case ModeAuto:

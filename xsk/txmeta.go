@@ -39,6 +39,7 @@ type FeatureError struct {
 	Err     error // the system call's error, if one was refused (nil otherwise)
 }
 
+// Error names the feature and the kernel that brought it.
 func (e *FeatureError) Error() string {
 	if e.Err != nil {
 		return fmt.Sprintf("xsk: %s not supported: %s: %v", e.Feature, e.Reason, e.Err)

@@ -6,7 +6,7 @@
 /*
  * csumbench: the C counterpart of csum's Sum and CopyAndSum benchmarks,
  * each kernel written the way a careful C data plane would, so that every
- * Go kernel is set against its like (issues 8, 14 and 19):
+ * Go kernel is set against its like:
  *
  *   adc     a scalar add-with-carry chain, 64 bytes per iteration in
  *           inline assembly (as Linux's csum_partial on x86-64), then 32,

@@ -4,7 +4,7 @@
 // source of package cbench (the harness builds it with gcc).
 
 /*
- * ntbench: the C counterpart of nt's Copy benchmarks (issue 8). A copy with
+ * ntbench: the C counterpart of nt's Copy benchmarks. A copy with
  * nontemporal AVX2 stores (_mm256_stream_si256 on the whole 64-byte lines
  * of the destination, memcpy for the partial lines at either end, one
  * SFENCE per 32 copies and at the end) against glibc's memcpy, into a hot

@@ -4,7 +4,7 @@
 // source of package cbench (the tests build it with gcc instead).
 
 /*
- * xdpbench: the C reference for xdpkit's AF_XDP benchmarks (issue 8).
+ * xdpbench: the C reference for xdpkit's AF_XDP benchmarks.
  *
  * What it does
  *   One plain C program, written against the Linux uapi headers only

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"slices"
 	"strings"
@@ -93,10 +94,12 @@ func TestMeasureCell(t *testing.T) {
 	}
 }
 
-// TestReadmeIsSummary checks that README.md's bench section is
-// bench/out/summary.md byte for byte: make bench writes both, and nobody
-// edits one without the other.
-func TestReadmeIsSummary(t *testing.T) {
+// TestReadmeIsRendered checks that README.md's bench section and
+// bench/out/summary.md are what the harness renders from bench/out's
+// results.json and history.jsonl: make bench (or make bench-render)
+// writes both, and nobody edits either by hand. The README section must
+// carry no commit hash or date.
+func TestReadmeIsRendered(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -105,12 +108,37 @@ func TestReadmeIsSummary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b, err := os.ReadFile("../out/results.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &Results{}
+	if err := json.Unmarshal(b, res); err != nil {
+		t.Fatal(err)
+	}
+	if res.History, err = readHistory("../out/history.jsonl"); err != nil {
+		t.Fatal(err)
+	}
+	if res.Grid != nil {
+		res.Grid.Calib.Source = "bench/out/nt-calibration.json" // as rerender does
+	}
 	_, section, _, err := readmeSection(readme)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(section, summary) {
-		t.Errorf("README.md's bench section (%d bytes) is not bench/out/summary.md (%d bytes): run make bench", len(section), len(summary))
+	if want := readmeReport(res); string(section) != want {
+		t.Errorf("README.md's bench section (%d bytes) is not what the harness renders (%d bytes): run make bench-render", len(section), len(want))
+	}
+	if want := report(res); string(summary) != want {
+		t.Errorf("bench/out/summary.md (%d bytes) is not what the harness renders (%d bytes): run make bench-render", len(summary), len(want))
+	}
+	if res.Machine.Commit != "" && bytes.Contains(section, []byte(res.Machine.Commit)) {
+		t.Errorf("README.md's bench section names the commit %s", res.Machine.Commit)
+	}
+	for _, h := range res.History {
+		if len(h.Date) >= 10 && bytes.Contains(section, []byte(h.Date[:10])) {
+			t.Errorf("README.md's bench section has the date %s", h.Date[:10])
+		}
 	}
 }
 

@@ -25,8 +25,8 @@ type HistoryEntry struct {
 	Load    string  `json:"loadavg"`
 	Elapsed float64 `json:"elapsed_seconds"`
 	// XDPKitArgs are the arguments the harness gave xdpkitbench as the
-	// measured receiver or forwarder beyond the C program's (xdpkitArgs),
-	// none before 7d3cfed.
+	// measured receiver or forwarder beyond the C program's (xdpkitArgs);
+	// empty in the oldest lines.
 	XDPKitArgs []string `json:"xdpkit_args,omitempty"`
 
 	XDP   []HistoryXDP   `json:"xdp,omitempty"`
@@ -190,7 +190,7 @@ func writeHistory(b *strings.Builder, hs []HistoryEntry) {
 	fmt.Fprintf(b, "\n### Spread across the %d kept runs on this machine (bench/out/history.jsonl)\n\n", len(same))
 	b.WriteString("Each run's figure is its median; the table gives min / median / max across runs, this one included. " +
 		"Runs (commit, date, load average at start; xdpkitbench's extra arguments as the receiver or forwarder, where it had any: " +
-		"the runs before 7d3cfed had none, so the receiving rows' spread mixes the Poller's two ways of sleeping):")
+		"runs listed without any mix the Poller's two ways of sleeping into the receiving rows' spread):")
 	for _, h := range same {
 		args := ""
 		if len(h.XDPKitArgs) > 0 {
@@ -281,8 +281,8 @@ func writeHistory(b *strings.Builder, hs []HistoryEntry) {
 	}
 }
 
-// The README section that make bench writes: summary.md, byte for byte,
-// between these markers (each on a line of its own).
+// The README section that make bench writes: readmeReport's short
+// summary, between these markers (each on a line of its own).
 const (
 	readmeStart = "<!-- bench:start -->\n"
 	readmeEnd   = "<!-- bench:end -->\n"

@@ -82,7 +82,7 @@ func main() {
 	var c config
 	flag.StringVar(&c.out, "out", "../out", "directory for results.json, the plots and summary.md")
 	flag.StringVar(&c.repo, "repo", "", "root of the xdpkit repository (default: found from the working directory)")
-	flag.StringVar(&c.readme, "readme", "", "write summary.md into this README between the bench markers")
+	flag.StringVar(&c.readme, "readme", "", "write the short summary (readme.go) into this README between the bench markers")
 	flag.BoolVar(&c.quick, "quick", false, "run every case once, briefly (CI)")
 	flag.IntVar(&c.runs, "runs", 5, "measured runs of each AF_XDP case and implementation")
 	flag.IntVar(&c.seconds, "seconds", 2, "length of one AF_XDP run")
@@ -141,13 +141,24 @@ func rerender(c *config) error {
 	if res.History, err = readHistory(filepath.Join(c.out, "history.jsonl")); err != nil {
 		return err
 	}
+	if g := res.Grid; g != nil && g.Calib.Source == "" {
+		// results.json does not keep where the calibration came from: the
+		// run saved it beside results.json (grid.go).
+		g.Calib.Source = filepath.Join(c.out, "nt-calibration.json")
+		abs, err := filepath.Abs(g.Calib.Source)
+		if repo, rerr := findRepo(); err == nil && rerr == nil {
+			if rel, err := filepath.Rel(repo, abs); err == nil && filepath.IsLocal(rel) {
+				g.Calib.Source = rel
+			}
+		}
+	}
 	summary := report(res)
 	fmt.Print(summary)
 	if err := os.WriteFile(filepath.Join(c.out, "summary.md"), []byte(summary), 0o644); err != nil {
 		return err
 	}
 	if c.readme != "" {
-		return writeReadme(c.readme, summary)
+		return writeReadme(c.readme, readmeReport(res))
 	}
 	return nil
 }
@@ -262,7 +273,7 @@ func run(c *config) error {
 		return err
 	}
 	if c.readme != "" {
-		if err := writeReadme(c.readme, summary); err != nil {
+		if err := writeReadme(c.readme, readmeReport(res)); err != nil {
 			return err
 		}
 	}

@@ -37,9 +37,8 @@ type PairedResult struct {
 // pairedSizes are the sizes of the paired comparison: csumSizes, the
 // sizes between 256 and 1500 where the vector kernel takes over, and three
 // that a sweep of 150 sizes from 40 B to 64 KiB found behind the best C
-// kernel in the host's fast state (TestPairedC with -paired.sizes 40,48,...):
-// 72 and 104 B (65-127 B not a multiple of 32: 0.81-0.93x) and 1032 B (a
-// tail window past 1024 B: 0.97x).
+// kernel (TestPairedC with -paired.sizes 40,48,...): 72 and 104 B (65-127 B
+// not a multiple of 32) and 1032 B (a tail window past 1024 B).
 const pairedSizes = "20,64,72,104,128,200,256,264,300,320,512,1000,1024,1032,1499,1500,4096,65536"
 
 // runPaired builds csum's test binary with the csumcgo tag (csumbench.c's

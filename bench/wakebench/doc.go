@@ -13,15 +13,11 @@
 // goroutine's thread, with rxpath/thread.go's 5 ms timeout and a
 // runtime.Gosched every 4 ms. -m wait-thread-syscall does the same through
 // unix.Syscall (the runtime's system call entry and exit), which rxpath
-// does not use. One hand run (2026-12-01, at 7d3cfed's code, load average
-// about 1): three rounds of the C waiter, wait, wait-thread and
-// wait-thread-syscall in turn, each waiter under taskset -c 1 against
-// `wakebench -m wake FIFO 10000 200us` under taskset -c 0 (the C waiter
-// is bench/c/wakebench.c built with gcc -O2, run as `wakebench-c FIFO
-// 10000`), gave 29-49 µs and 5.5 context switches per wake-up for
-// wait-thread-syscall, 9-11 µs and 1.03 for wait-thread, 8-13 µs and 1.00
-// for wait, 6-8 µs and 1.00 for C. make bench runs the other three
-// (cd bench/harness && go run . -only wake).
+// does not use: run by hand (each waiter under taskset -c 1 against
+// `wakebench -m wake FIFO 10000 200us` under taskset -c 0), it shows what
+// the runtime's system call entry adds to every wake-up. make bench runs
+// the other three (cd bench/harness && go run . -only wake) and writes
+// their CPU per wake-up in its Wake-up cost table.
 //
 // The waiter opens the named pipe FIFO read-write and non-blocking and
 // sleeps on it as an rxpath.Poller sleeps on its sockets (rxpath/wait.go):

@@ -24,10 +24,12 @@ type Error struct {
 	Err error  // the underlying error, usually a syscall.Errno
 }
 
+// Error names the operation and the missing capability.
 func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %v (needs %s)", e.Op, e.Err, e.Cap)
 }
 
+// Unwrap returns the underlying error, for errors.Is.
 func (e *Error) Unwrap() error { return e.Err }
 
 // Public makes the public form of a capability error (package xsk sets

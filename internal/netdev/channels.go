@@ -33,6 +33,7 @@ func (c Channels) Queues() int { return c.Combined + c.RX }
 // MaxQueues is the most queues SetQueues can ask for.
 func (c Channels) MaxQueues() int { return max(c.MaxCombined, c.MaxRX) }
 
+// String names the value, for messages.
 func (c Channels) String() string {
 	return fmt.Sprintf("rx %d/%d, tx %d/%d, other %d/%d, combined %d/%d",
 		c.RX, c.MaxRX, c.TX, c.MaxTX, c.Other, c.MaxOther, c.Combined, c.MaxCombined)

@@ -24,6 +24,7 @@ type UnsupportedError struct {
 	Err     error  // the kernel's answer (EOPNOTSUPP), nil when probed
 }
 
+// Error describes the failure.
 func (e *UnsupportedError) Error() string {
 	s := fmt.Sprintf("netdev: %s needs Linux %s", e.Feature, e.Kernel)
 	if e.Err != nil {
@@ -32,6 +33,7 @@ func (e *UnsupportedError) Error() string {
 	return s
 }
 
+// Unwrap returns the underlying error, for errors.Is.
 func (e *UnsupportedError) Unwrap() []error {
 	if e.Err == nil {
 		return []error{errors.ErrUnsupported}
@@ -216,6 +218,7 @@ const (
 	QueueTX QueueType = 1
 )
 
+// String names the value, for messages.
 func (t QueueType) String() string {
 	switch t {
 	case QueueRX:

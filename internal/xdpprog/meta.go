@@ -65,6 +65,7 @@ const (
 	MetaKfuncs
 )
 
+// String names the value, for messages.
 func (l MetaLevel) String() string {
 	switch l {
 	case MetaNone:

@@ -40,7 +40,7 @@ var xdpLinks struct {
 
 // haveXDPLinks probes, once per process and only when an attach failed
 // with EINVAL, whether BPF_LINK_CREATE knows the XDP attach type (Linux
-// 5.9, aa8d3a716b59). The errno alone cannot tell: a kernel with XDP
+// 5.9). The errno alone cannot tell: a kernel with XDP
 // links also answers EINVAL for a missing interface, bad flags or a
 // device-bound program on another device. So the probe loads a program of
 // its own (XDP_PASS, bound to no device) and asks for a native-mode link

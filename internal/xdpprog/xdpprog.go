@@ -29,6 +29,7 @@ const (
 	ModeGeneric
 )
 
+// String names the value, for messages.
 func (m Mode) String() string {
 	switch m {
 	case ModeAuto:
@@ -115,10 +116,12 @@ type CapabilityError struct {
 	Err  error    // the underlying error (wraps EPERM)
 }
 
+// Error describes the failure.
 func (e *CapabilityError) Error() string {
 	return fmt.Sprintf("xdpprog: %s: %v (needs %s)", e.Op, e.Err, strings.Join(e.Caps, " and "))
 }
 
+// Unwrap returns the underlying error, for errors.Is.
 func (e *CapabilityError) Unwrap() error { return e.Err }
 
 // Is makes errors.Is(err, ErrPermission) true.
