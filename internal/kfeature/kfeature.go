@@ -28,7 +28,7 @@ type Feature struct {
 // cannot run.
 var Features = []Feature{
 	{"extended XDP_STATISTICS", "5.9", ""},
-	{"XDP as a bpf_link", "5.9", "bpf_xdp_link_attach"},
+	{"XDP attached as a bpf_link", "5.9", "bpf_xdp_link_attach"},
 	{"netdev genetlink family", "6.3", "netdev_nl_dev_get_doit"},
 	{"RX metadata kfuncs", "6.3", "bpf_xdp_metadata_rx_timestamp"},
 	{"AF_XDP multi-buffer", "6.6", "xdp_zc_max_segs"},
