@@ -60,7 +60,7 @@ func zeroCopyRefusal(ifname string, queue int, c *Config, err error) string {
 // own traffic and the replies a sender waits for are then lost. The frames
 // stay lent until Close, which gives them back to the UMEM.
 func (s *Socket) stockFill(c *Config) error {
-	n := min(int(c.FillSize), int(s.umem.FrameCount()/4), zeroCopyStock)
+	n := max(1, min(int(c.FillSize), int(s.umem.FrameCount()/4), zeroCopyStock))
 	addrs := make([]uint64, n)
 	got := s.umem.GetBatch(addrs)
 	if got == 0 {
