@@ -229,9 +229,6 @@ func ListenUDP(ctx context.Context, ifname string, addr netip.AddrPort, cfg *Con
 			trust = false
 		}
 		q.h = newHandler(&conn.rx, laddr, trust, &conn.rxc[i])
-		if err = conn.prog.Register(q.sock); err != nil {
-			return nil, err
-		}
 		if conn.maxPayload == 0 || q.s.FrameCap() < conn.maxPayload {
 			conn.maxPayload = q.s.FrameCap()
 		}
@@ -254,7 +251,38 @@ func ListenUDP(ctx context.Context, ifname string, addr netip.AddrPort, cfg *Con
 	conn.wg.Add(2)
 	go conn.flusher()
 	go conn.kernelReader(&conn.rxc[len(queues)])
+	// A queue goes to its socket once its poller has put frames on the
+	// Fill ring; until then its datagrams reach the kernel socket.
+	for _, q := range conn.queues {
+		if err = conn.started(ctx, q); err != nil {
+			return nil, err
+		}
+		if err = conn.prog.Register(q.sock); err != nil {
+			return nil, err
+		}
+	}
 	return conn, nil
+}
+
+// started waits until q's poller has run a round (and so filled its
+// Fill ring), or ctx ends, or the poller failed.
+func (c *UDPConn) started(ctx context.Context, q *queue) error {
+	for {
+		st, err := q.poller.Stats()
+		if err != nil {
+			return err
+		}
+		if st.Rounds > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.broken:
+			return *c.rxErr.Load()
+		case <-time.After(100 * time.Microsecond):
+		}
+	}
 }
 
 func (c *UDPConn) poll(ctx context.Context, q *queue) {
