@@ -111,7 +111,11 @@ var _ net.PacketConn = (*UDPConn)(nil)
 // namespace; the conn's sockets stay there. ctx bounds the setup only.
 //
 // One UDPConn per interface: the interface has one XDP program.
-func ListenUDP(ctx context.Context, ifname string, addr netip.AddrPort, cfg *Config) (_ *UDPConn, err error) {
+func ListenUDP(ctx context.Context, ifname string, addr netip.AddrPort, cfg *Config) (*UDPConn, error) {
+	return listenUDP(ctx, ifname, addr, cfg)
+}
+
+func listenUDP(ctx context.Context, ifname string, addr netip.AddrPort, cfg *Config) (_ *UDPConn, err error) {
 	var c Config
 	if cfg != nil {
 		c = *cfg
