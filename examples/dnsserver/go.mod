@@ -1,0 +1,24 @@
+module github.com/xdpkit/xdpkit/examples/dnsserver
+
+go 1.26.0
+
+replace github.com/xdpkit/xdpkit => ../..
+
+require (
+	github.com/miekg/dns v1.1.73
+	github.com/xdpkit/xdpkit v0.0.0
+)
+
+require (
+	github.com/cilium/ebpf v0.22.0 // indirect
+	github.com/google/go-cmp v0.7.0 // indirect
+	github.com/mdlayher/genetlink v1.4.0 // indirect
+	github.com/mdlayher/netlink v1.11.2 // indirect
+	github.com/mdlayher/socket v0.6.0 // indirect
+	github.com/safchain/ethtool v0.7.0 // indirect
+	github.com/vishvananda/netlink v1.3.1 // indirect
+	github.com/vishvananda/netns v0.0.5 // indirect
+	golang.org/x/net v0.57.0 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)

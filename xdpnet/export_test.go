@@ -1,0 +1,15 @@
+package xdpnet
+
+import "github.com/xdpkit/xdpkit/umem"
+
+// Accounting returns each queue's UMEM accounting as Close found it.
+func (c *UDPConn) Accounting() []umem.Accounting {
+	var a []umem.Accounting
+	for _, q := range c.queues {
+		a = append(a, q.acct)
+	}
+	return a
+}
+
+// Reloads counts the neighbour table's reloads.
+func (c *UDPConn) Reloads() uint64 { return c.neigh.reloads.Load() }
