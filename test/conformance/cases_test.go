@@ -68,32 +68,6 @@ func TestPOLL_RXQ_FULL(t *testing.T) {
 	})
 }
 
-func invalidDesc(t *testing.T, tc *testSpec) {
-	s := tc.tx
-	size := int64(s.umemSize())
-	fs := int64(s.frameSize)
-	pkts := []pkt{
-		{offset: 0, len: minPktSize, valid: true},                        // zero address allowed
-		{offset: 0, len: minPktSize, valid: true},                        // allowed
-		{offset: -2, len: minPktSize, valid: false},                      // straddling the start of the UMEM
-		{offset: 0, len: invalidFrameSize, valid: false},                 // too large
-		{offset: size - minPktSize - 2*fs, len: minPktSize, valid: true}, // up to the end of the UMEM
-		{offset: size, len: minPktSize, valid: false},                    // after the UMEM
-		{offset: size - minPktSize/2, len: minPktSize, valid: false},     // straddling its end
-		{offset: 0x1000 - minPktSize/2, len: minPktSize, valid: false},   // straddling 4K
-		{offset: 0x800 - minPktSize/2, len: minPktSize, valid: true},     // straddling 2K
-		{offset: 0, len: minPktSize, valid: true},                        // to have something to receive
-	}
-	if s.unaligned {
-		pkts[7].valid = true // crossing a page is allowed
-	}
-	if s.frameSize == defaultFrameSize/2 {
-		pkts[8].valid = false // crossing a 2K frame is not
-	}
-	tc.setStreams(custom(pkts))
-	run(t, tc.validateTraffic())
-}
-
 func TestUMEM_HEADROOM(t *testing.T) {
 	forModes(t, func(t *testing.T, tc *testSpec) {
 		tc.rx.headroom = umemHeadroomTest

@@ -303,7 +303,6 @@ type testSpec struct {
 	txDefault *stream
 	rxDefault *stream
 	setupDone bool
-	keepAlive bool // BIDIRECTIONAL, XDP_PROG_CLEANUP: sockets stay for a second step
 }
 
 func newSpec(t *testing.T, m mode, d *devices) *testSpec {
