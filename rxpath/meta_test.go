@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpkit/xdpkit/csum"
+	"github.com/xdpkit/xdpkit/internal/xdpprog"
 	"github.com/xdpkit/xdpkit/rxpath"
 	"github.com/xdpkit/xdpkit/test/vethns"
 	"github.com/xdpkit/xdpkit/umem"
@@ -28,6 +29,8 @@ type metaRec struct {
 	hashOK        bool
 	rxTS, xdpTime int64
 	rxTSOK, xdpOK bool
+	frontLen      int  // len(Front())
+	frontRecord   bool // Front ends in the program's record (its magic)
 }
 
 // metaRun attaches the program (with ProgramConfig.Metadata = progMeta, in
@@ -124,6 +127,10 @@ func metaRunFrom(t *testing.T, mode xsk.AttachMode, progMeta, pollMeta bool, flo
 		r.hash, r.htype, r.hashOK = p.RXHash()
 		r.rxTS, r.rxTSOK = p.RXTimestamp()
 		r.xdpTime, r.xdpOK = p.XDPTime()
+		if f := p.Front(); len(f) >= 32 {
+			r.frontLen = len(f)
+			r.frontRecord = binary.NativeEndian.Uint32(f[len(f)-4:]) == xdpprog.MetaMagic
+		}
 		recs = append(recs, r)
 		got.Add(1)
 	})
@@ -264,6 +271,14 @@ func TestRXMetadataFallback(t *testing.T) {
 			for i, r := range metaRun(t, xsk.AttachNative, c.progMeta, c.pollMeta, 2, 20).recs {
 				if r.hashOK || r.rxTSOK || r.xdpOK {
 					t.Fatalf("packet %d: %+v; want no metadata", i, r)
+				}
+				// Front is the headroom in front of the data; the
+				// program's record, which a Poller without
+				// Config.Metadata leaves alone, is its last bytes.
+				// (XDP_PACKET_HEADROOM, the UMEM has none).
+				if r.frontRecord != c.progMeta || r.frontLen != 256 {
+					t.Fatalf("packet %d: Front() of %d bytes ending in the program's record %v; want 256 bytes, %v",
+						i, r.frontLen, r.frontRecord, c.progMeta)
 				}
 			}
 		})

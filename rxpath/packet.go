@@ -23,7 +23,8 @@ type Packet struct {
 	copied bool
 	kept   bool
 	descs  []xsk.Desc
-	meta   meta // with Config.Metadata; meta.go
+	meta   meta   // with Config.Metadata; meta.go
+	front  []byte // Front: the first frame up to Data
 }
 
 // Copied reports whether Data is a copy whose UMEM frame was recycled

@@ -219,6 +219,9 @@ func New(cfg *Config, socks ...*xsk.Socket) (*Poller, error) {
 		if s == nil || s.RX() == nil {
 			return nil, fmt.Errorf("%w: socket %d", ErrNoRX, i)
 		}
+		if s.UMEM().Unaligned() {
+			return nil, fmt.Errorf("%w: socket %d has an unaligned UMEM (drive its rings directly)", ErrConfig, i)
+		}
 		if s.FD() < 0 {
 			return nil, fmt.Errorf("rxpath: socket %d: %w", i, os.ErrClosed)
 		}
@@ -1139,6 +1142,7 @@ func (p *Poller) deliver(s *sock, chain []xsk.Desc) {
 	pk := &p.pkt
 	pk.Socket, pk.Index = s.s, s.idx
 	pk.copied, pk.kept = false, false
+	pk.front = pl.mem[chain[0].Addr&s.base : chain[0].Addr] // packet.go: Front
 	if p.cfg.Metadata {
 		pk.meta.read(pl.mem, chain[0].Addr) // meta.go
 	}
@@ -1160,7 +1164,7 @@ func (p *Poller) deliver(s *sock, chain []xsk.Desc) {
 				p.c.copied++
 				p.c.bytes += uint64(len(buf))
 				p.h.Receive(pk)
-				pk.Data, pk.Segments = nil, nil
+				pk.Data, pk.Segments, pk.front = nil, nil, nil
 				return
 			}
 		}
@@ -1188,7 +1192,7 @@ func (p *Poller) deliver(s *sock, chain []xsk.Desc) {
 			p.recycle(s, d.Addr)
 		}
 	}
-	pk.Data, pk.Segments, pk.descs = nil, nil, nil
+	pk.Data, pk.Segments, pk.descs, pk.front = nil, nil, nil, nil
 }
 
 // produce puts frames on s's Fill ring and marks them lent; it returns how

@@ -147,6 +147,9 @@ func New(sock *xsk.Socket, cfg *Config) (*Sender, error) {
 }
 
 func newSender(u *umem.UMEM, p port, zc, sg bool, c *Config, txSize, compSize int) (*Sender, error) {
+	if u.Unaligned() {
+		return nil, fmt.Errorf("%w: an unaligned UMEM (drive its rings directly)", ErrConfig)
+	}
 	if c.BatchSize == 0 {
 		c.BatchSize = DefaultBatchSize
 	}

@@ -86,7 +86,7 @@ func (u *UMEM) Get() (addr uint64, ok bool) {
 	}
 	addr = u.free[n-1]
 	u.free = u.free[:n-1]
-	u.isFree[addr>>u.shift] = false
+	u.isFree[u.index(addr)] = false
 	u.mu.Unlock()
 	return addr, true
 }
@@ -98,7 +98,7 @@ func (u *UMEM) GetBatch(addrs []uint64) int {
 	src := u.free[len(u.free)-n:]
 	for i, a := range src {
 		addrs[i] = a
-		u.isFree[a>>u.shift] = false
+		u.isFree[u.index(a)] = false
 	}
 	u.free = u.free[:len(u.free)-n]
 	u.mu.Unlock()
@@ -129,7 +129,10 @@ func (u *UMEM) PutBatch(addrs []uint64) error {
 }
 
 func (u *UMEM) put(addr uint64) error {
-	i := addr >> u.shift
+	if u.Unaligned() {
+		addr = ExtractAddr(addr)
+	}
+	i := u.index(addr)
 	if i >= uint64(u.count) {
 		return fmt.Errorf("%w: %#x", ErrBadAddress, addr)
 	}
@@ -137,6 +140,14 @@ func (u *UMEM) put(addr uint64) error {
 		return fmt.Errorf("%w: %#x", ErrDoubleFree, addr)
 	}
 	u.isFree[i] = true
-	u.free = append(u.free, i<<u.shift) // capacity is FrameCount: never allocates
+	u.free = append(u.free, i*uint64(u.frameSize)) // capacity is FrameCount: never allocates
 	return nil
+}
+
+// index is the number of the frame that contains addr.
+func (u *UMEM) index(addr uint64) uint64 {
+	if u.pow2 {
+		return addr >> u.shift
+	}
+	return addr / uint64(u.frameSize)
 }

@@ -2,10 +2,16 @@
 // with the kernel.
 //
 // A UMEM is one mapping outside the Go heap, page aligned (optionally on
-// 2 MiB huge pages), cut into equal frames ("chunks") of 2048 or 4096 bytes
+// 2 MiB huge pages), cut into equal frames ("chunks") of a power of two
+// from 2048 bytes to the page size (or, unaligned, any size from 2048)
 // and registered with the kernel through XDP_UMEM_REG on an AF_XDP socket.
 // Frames are named by their offset ("address") in the UMEM; descriptors on
 // the four AF_XDP rings carry these addresses, never pointers.
+//
+// With Config.Unaligned (XDP_UMEM_UNALIGNED_CHUNK_FLAG) a descriptor may
+// name any address and a packet may cross frames; RX descriptors then
+// carry the data's offset in their upper 16 bits, which ExtractAddr,
+// ExtractOffset and AddOffsetToAddr take apart.
 //
 // Each frame may begin with a TX metadata area (XDP_UMEM_TX_METADATA_LEN):
 // the kernel looks for a [TxMetadata] immediately before the packet, at

@@ -22,7 +22,7 @@ const (
 
 // Errors returned by New and the allocator.
 var (
-	ErrFrameSize    = errors.New("umem: frame size must be 2048 or 4096")
+	ErrFrameSize    = errors.New("umem: frame size must be a power of two from 2048 to the page size (unaligned: at least 2048)")
 	ErrFrameCount   = errors.New("umem: frame count must be at least 1 and at most 1<<24")
 	ErrHeadroom     = errors.New("umem: headroom plus TX metadata does not fit the frame")
 	ErrMetadataLen  = errors.New("umem: TX metadata length must be a multiple of 8 below 256")
@@ -36,7 +36,10 @@ var (
 // Config describes a UMEM. The zero value, or a nil *Config, gives 4096
 // frames of 4096 bytes with no headroom and no TX metadata.
 type Config struct {
-	FrameSize  uint32 // 2048 or 4096; default 4096
+	// FrameSize is the chunk size: a power of two from 2048 up to the
+	// page size; with Unaligned, any size from 2048 the kernel accepts
+	// (e.g. 4001). Default 4096.
+	FrameSize  uint32
 	FrameCount uint32 // default 4096
 	// Headroom is reserved by the kernel in front of every received packet
 	// (XDP_UMEM_REG frame_headroom).
@@ -51,6 +54,13 @@ type Config struct {
 	// HugePages backs the UMEM with 2 MiB huge pages; New fails with
 	// ErrNoHugePages when none are reserved.
 	HugePages bool
+	// Unaligned registers the UMEM with XDP_UMEM_UNALIGNED_CHUNK_FLAG:
+	// descriptors may name any address, and a packet may cross frame
+	// boundaries; RX descriptors carry the data's offset in their upper
+	// bits (see ExtractAddr). Packets that cross a page boundary need
+	// physically contiguous pages in zero-copy mode: use HugePages.
+	// For applications that drive the rings of package xsk themselves.
+	Unaligned bool
 }
 
 // UMEM is registered packet memory. Its allocator and accounting are safe
@@ -66,6 +76,7 @@ type UMEM struct {
 	metaLen   uint32
 	flags     uint32
 	huge      bool
+	pow2      bool // frameSize is a power of two: shift and mask work
 
 	mu      sync.Mutex
 	free    []uint64 // stack of free frame addresses
@@ -95,8 +106,8 @@ func New(cfg *Config) (*UMEM, error) {
 	if c.FrameCount == 0 {
 		c.FrameCount = DefaultFrameCount
 	}
-	if c.FrameSize != 2048 && c.FrameSize != 4096 {
-		return nil, fmt.Errorf("%w: got %d", ErrFrameSize, c.FrameSize)
+	if err := checkFrameSize(c.FrameSize, c.Unaligned); err != nil {
+		return nil, err
 	}
 	if c.FrameCount > 1<<24 {
 		return nil, fmt.Errorf("%w: got %d", ErrFrameCount, c.FrameCount)
@@ -121,6 +132,10 @@ func New(cfg *Config) (*UMEM, error) {
 	}
 	for 1<<u.shift < c.FrameSize {
 		u.shift++
+	}
+	u.pow2 = 1<<u.shift == c.FrameSize
+	if c.Unaligned {
+		u.flags |= umemUnalignedChunks
 	}
 	if c.TxMetadataLen > 0 {
 		u.flags |= umemTxMetadataLen
@@ -159,7 +174,7 @@ func New(cfg *Config) (*UMEM, error) {
 	u.isFree = make([]bool, c.FrameCount)
 	// Hand out low addresses first: pop from the end.
 	for i := range u.free {
-		u.free[i] = uint64(c.FrameCount-1-uint32(i)) << u.shift
+		u.free[i] = uint64(c.FrameCount-1-uint32(i)) * uint64(c.FrameSize)
 	}
 	for i := range u.isFree {
 		u.isFree[i] = true
@@ -248,7 +263,12 @@ func (u *UMEM) Size() uint64 { return uint64(len(u.mem)) }
 func (u *UMEM) Bytes() []byte { return u.mem }
 
 // Base returns the address of the frame that contains addr.
-func (u *UMEM) Base(addr uint64) uint64 { return addr &^ uint64(u.frameSize-1) }
+func (u *UMEM) Base(addr uint64) uint64 {
+	if u.pow2 {
+		return addr &^ uint64(u.frameSize-1)
+	}
+	return addr - addr%uint64(u.frameSize)
+}
 
 // Frame returns the bytes of the frame that starts at (or contains) addr,
 // from addr to the end of that frame. It returns nil for an address outside
@@ -261,13 +281,18 @@ func (u *UMEM) Frame(addr uint64) []byte {
 	return u.mem[addr:end:end]
 }
 
-// Data returns the n bytes at addr if they lie inside one frame, and
-// false otherwise; use it for descriptors read from a ring.
+// Data returns the n bytes at addr if they lie inside one frame (with
+// Unaligned: inside the UMEM), and false otherwise; use it for
+// descriptors read from a ring. An unaligned UMEM's RX descriptors carry
+// an offset in their upper bits: pass AddOffsetToAddr(desc.Addr).
 func (u *UMEM) Data(addr uint64, n uint32) ([]byte, bool) {
 	if addr >= uint64(len(u.mem)) {
 		return nil, false
 	}
 	end := u.Base(addr) + uint64(u.frameSize)
+	if u.Unaligned() {
+		end = uint64(len(u.mem))
+	}
 	if addr+uint64(n) > end {
 		return nil, false
 	}

@@ -13,12 +13,13 @@ import (
 
 // Constants of include/uapi/linux/if_xdp.h that golang.org/x/sys lacks.
 const (
-	xdpPacketHeadroom  = 256
-	umemTxSwCsum       = 1 << 1 // XDP_UMEM_TX_SW_CSUM (6.8)
-	umemTxMetadataLen  = 1 << 2 // XDP_UMEM_TX_METADATA_LEN (6.11)
-	sizeofUmemReg      = 32
-	sizeofUmemRegNoMD  = 28 // before tx_metadata_len (6.8)
-	sizeofUmemRegNoFlg = 24
+	xdpPacketHeadroom   = 256
+	umemUnalignedChunks = 1 << 0 // XDP_UMEM_UNALIGNED_CHUNK_FLAG (5.4)
+	umemTxSwCsum        = 1 << 1 // XDP_UMEM_TX_SW_CSUM (6.8)
+	umemTxMetadataLen   = 1 << 2 // XDP_UMEM_TX_METADATA_LEN (6.11)
+	sizeofUmemReg       = 32
+	sizeofUmemRegNoMD   = 28 // before tx_metadata_len (6.8)
+	sizeofUmemRegNoFlg  = 24
 )
 
 // umemReg is struct xdp_umem_reg with tx_metadata_len (Linux 6.8).
@@ -43,7 +44,8 @@ func (u *UMEM) register() error {
 		TxMetadataLen: u.metaLen,
 	}
 	// Without flags or metadata, the original struct (every kernel reads
-	// it): the longer one only when its fields are needed.
+	// it); otherwise the full 32 bytes (a kernel reads anything shorter
+	// as the original struct and ignores the flags).
 	size := uintptr(sizeofUmemReg)
 	if u.flags == 0 && u.metaLen == 0 {
 		size = sizeofUmemRegNoFlg
@@ -64,6 +66,8 @@ func (u *UMEM) register() error {
 			Cap: caps.IPCLock,
 			Err: err,
 		}
+	case errors.Is(e, unix.EINVAL) && u.flags&umemUnalignedChunks != 0 && !u.pow2:
+		return fmt.Errorf("%w: the kernel refused unaligned chunks of %d bytes: %w", ErrFrameSize, u.frameSize, err)
 	case errors.Is(e, unix.EINVAL) && u.flags&(umemTxMetadataLen|umemTxSwCsum) != 0:
 		return fmt.Errorf("%w: TX metadata (XDP_UMEM_TX_METADATA_LEN, Linux 6.11) or XDP_UMEM_TX_SW_CSUM (6.8): %w", ErrNotSupported, err)
 	}

@@ -119,6 +119,7 @@ type Socket struct {
 	sg        bool
 	stocked   int      // frames stockFill lent to the Fill ring
 	features  Features // optional kernel features in use
+	owner     *Socket  // NewShared: the socket whose Fill and Completion rings this one uses
 
 	fill FillRing
 	comp CompletionRing
@@ -476,11 +477,23 @@ func (s *Socket) ZeroCopy() bool { return s.zc }
 // MultiBuffer reports whether the socket was bound with XDP_USE_SG.
 func (s *Socket) MultiBuffer() bool { return s.sg }
 
-// Fill returns the socket's Fill ring.
-func (s *Socket) Fill() *FillRing { return &s.fill }
+// Fill returns the socket's Fill ring (for a socket of NewShared, its
+// first socket's).
+func (s *Socket) Fill() *FillRing {
+	if s.owner != nil {
+		return s.owner.Fill()
+	}
+	return &s.fill
+}
 
-// Completion returns the socket's Completion ring.
-func (s *Socket) Completion() *CompletionRing { return &s.comp }
+// Completion returns the socket's Completion ring (for a socket of
+// NewShared, its first socket's).
+func (s *Socket) Completion() *CompletionRing {
+	if s.owner != nil {
+		return s.owner.Completion()
+	}
+	return &s.comp
+}
 
 // RX returns the RX ring, or nil for a socket created with NoRX.
 func (s *Socket) RX() *RXRing { return s.rx }
@@ -529,7 +542,7 @@ func (s *Socket) WakeTX() error {
 // KickRX wakes the kernel when the Fill ring's need_wakeup flag is set,
 // so it takes the frames put on the Fill ring since it ran out.
 func (s *Socket) KickRX() error {
-	if s.wakeup && !s.fill.NeedWakeup() {
+	if s.wakeup && !s.Fill().NeedWakeup() {
 		if s.closed.Load() {
 			return os.ErrClosed
 		}
@@ -618,6 +631,10 @@ func (s *Socket) WaitRX(ctx context.Context) error {
 func (s *Socket) WaitTX(ctx context.Context) error {
 	if s.tx == nil {
 		return ErrNoRing
+	}
+	if s.owner != nil {
+		comp := s.owner.Completion() // Len enters the owner's guard
+		return s.wait(ctx, true, func() bool { return comp.Len() > 0 || s.tx.pending() < s.tx.size })
 	}
 	return s.wait(ctx, true, func() bool { return s.comp.queued() > 0 || s.tx.pending() < s.tx.size })
 }

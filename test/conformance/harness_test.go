@@ -1,0 +1,993 @@
+package conformance
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpkit/xdpkit/test/vethns"
+	"github.com/xdpkit/xdpkit/umem"
+	"github.com/xdpkit/xdpkit/xsk"
+)
+
+// mode is one of the kernel suite's test modes.
+type mode struct {
+	name   string
+	attach link.XDPAttachFlags // where the XDP program runs
+	bind   xsk.Mode            // copy or zero-copy
+	zc     bool
+}
+
+// modes are the modes every case runs in, as subtests.
+var modes = []mode{
+	{name: "SKB", attach: link.XDPGenericMode, bind: xsk.ModeCopy},
+	{name: "DRV", attach: link.XDPDriverMode, bind: xsk.ModeCopy},
+}
+
+// devices are the two interfaces a case sends between, and the namespace
+// they are in (nil: the test's own).
+type devices struct {
+	ns     *vethns.NS
+	tx, rx string
+}
+
+// do runs f in the devices' namespace.
+func (d *devices) do(f func() error) error {
+	if d.ns == nil {
+		return f()
+	}
+	return d.ns.Do(f)
+}
+
+// newDevices returns the device pair for mode m: a fresh veth pair in a
+// fresh namespace, deleted when the test ends.
+func newDevices(t *testing.T, m mode) *devices {
+	t.Helper()
+	vethns.Require(t)
+	ns := vethns.NewNS(t)
+	p := vethns.NewPair(t, ns, ns, nil)
+	d := &devices{ns: ns, tx: p.A.Name, rx: p.B.Name}
+	// Only the case's frames: no IPv6 neighbour or multicast listener
+	// traffic from the stack, which the programs would redirect too.
+	err := d.do(func() error {
+		for _, name := range []string{d.tx, d.rx} {
+			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// forModes runs f once per mode, each on its own devices.
+func forModes(t *testing.T, f func(t *testing.T, tc *testSpec)) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			f(t, newSpec(t, m, newDevices(t, m)))
+		})
+	}
+}
+
+// Sizes of the kernel suite (test_xsk.h, test_xsk.c).
+const (
+	defaultPktCnt     = 4 * 1024
+	defaultUMEMBufs   = defaultPktCnt / 4
+	defaultFrameSize  = 4096
+	defaultRingSize   = 2048
+	defaultBatchSize  = 64
+	minPktSize        = 64
+	maxEthPktSize     = 1518
+	maxEthJumboSize   = 9000
+	xdpPacketHeadroom = 256
+	maxTXBudget       = 32
+	invalidFrameSize  = maxEthJumboSize + 1
+	largeFrameSize    = 3 * 1024
+	maxFrameSize      = 4 * 1024
+	invalidOption     = 0xffff
+	umemHeadroomTest  = 128
+)
+
+// deadline bounds every wait for traffic: the kernel suite gives 3 s; a
+// busy machine gets more.
+const deadline = 10 * time.Second
+
+var gMAC = [6]byte{0x55, 0x44, 0x33, 0x22, 0x11, 0x00}
+
+// pkt is struct pkt: a packet (or, verbatim, a descriptor) of a stream.
+type pkt struct {
+	offset  int64
+	len     uint32
+	nb      uint32
+	valid   bool
+	options uint32
+}
+
+// stream is struct pkt_stream.
+type stream struct {
+	pkts     []pkt
+	cur      int
+	maxLen   uint32
+	nbRx     int
+	nbValid  int
+	verbatim bool
+}
+
+func (s *stream) reset() { s.cur, s.nbRx = 0, 0 }
+
+func genStream(n int, length uint32) *stream { return genStreamFrom(n, length, 0, 1) }
+
+func genStreamFrom(n int, length uint32, start, step uint32) *stream {
+	s := &stream{pkts: make([]pkt, n), maxLen: length}
+	for i := range s.pkts {
+		s.pkts[i] = pkt{len: length, nb: start + uint32(i)*step, valid: length <= maxEthJumboSize}
+		if s.pkts[i].valid {
+			s.nbValid++
+		}
+	}
+	return s
+}
+
+// replaceHalf sets every odd packet to length at offset (pkt_stream_replace_half).
+func replaceHalf(s *stream, length uint32, offset int64) *stream {
+	c := genStream(len(s.pkts), s.pkts[0].len)
+	for i := 1; i < len(c.pkts); i += 2 {
+		was := c.pkts[i].valid
+		c.pkts[i].offset, c.pkts[i].len, c.pkts[i].valid = offset, length, length <= maxEthJumboSize
+		if was && !c.pkts[i].valid {
+			c.nbValid--
+		}
+	}
+	return c
+}
+
+// receiveHalf: a receive stream in which every odd packet is absent.
+func receiveHalf(tx *stream) *stream {
+	c := genStream(len(tx.pkts), tx.pkts[0].len)
+	for i := 1; i < len(c.pkts); i += 2 {
+		c.pkts[i].valid = false
+	}
+	c.nbValid /= 2
+	return c
+}
+
+// custom builds the TX stream (verbatim descriptors) and the RX stream
+// (whole packets) of a list of frames (pkt_stream_generate_custom).
+func custom(frames []pkt) (tx, rx *stream) {
+	tx, rx = &stream{verbatim: true}, &stream{}
+	var payload, nb, length uint32
+	for _, f := range frames {
+		p := f
+		p.nb = payload
+		if !f.valid || f.options&xsk.OptContd == 0 {
+			payload++
+		}
+		tx.pkts = append(tx.pkts, p)
+		if p.valid {
+			tx.nbValid++
+			tx.maxLen = max(tx.maxLen, p.len)
+		}
+		if f.valid {
+			length += f.len
+		}
+		if f.valid && f.options&xsk.OptContd != 0 {
+			continue
+		}
+		r := pkt{offset: f.offset, len: length, nb: nb, valid: f.valid}
+		rx.pkts = append(rx.pkts, r)
+		if r.valid {
+			rx.nbValid++
+			rx.maxLen = max(rx.maxLen, r.len)
+		}
+		nb++
+		length = 0
+	}
+	return tx, rx
+}
+
+// nextTX is pkt_stream_get_next_tx_pkt.
+func (s *stream) nextTX() *pkt {
+	if s.cur >= len(s.pkts) {
+		return nil
+	}
+	s.cur++
+	return &s.pkts[s.cur-1]
+}
+
+// nextRX is pkt_stream_get_next_rx_pkt: the next valid packet; sent
+// counts the packets passed on the way.
+func (s *stream) nextRX(sent *int) *pkt {
+	for s.cur < len(s.pkts) {
+		*sent++
+		s.cur++
+		if s.pkts[s.cur-1].valid {
+			return &s.pkts[s.cur-1]
+		}
+	}
+	return nil
+}
+
+// nbFrags is pkt_nb_frags.
+func (s *stream) nbFrags(frameSize uint32, p *pkt) int {
+	if p == nil {
+		return 1
+	}
+	if !s.verbatim {
+		if !p.valid || p.len == 0 {
+			return 1
+		}
+		return int((p.len + frameSize - 1) / frameSize)
+	}
+	if p.options&xsk.OptContd == 0 || !p.valid {
+		return 1
+	}
+	n := 1
+	for i := s.cur; i < len(s.pkts); i++ {
+		n++
+		if s.pkts[i].options&xsk.OptContd == 0 || !s.pkts[i].valid {
+			break
+		}
+	}
+	return n
+}
+
+// side is struct ifobject: one device's UMEM, sockets and settings.
+type side struct {
+	ifname     string
+	frameSize  uint32
+	numFrames  uint32
+	headroom   uint32
+	unaligned  bool
+	fillSize   uint32
+	compSize   uint32
+	rxqSize    uint32
+	batch      int
+	rxOn, txOn bool
+	usePoll    bool
+	useFill    bool
+	releaseRX  bool
+	useMeta    bool
+	checkCons  bool
+
+	u       *umem.UMEM
+	socks   []*xsk.Socket
+	streams []*stream
+	macs    [][2][6]byte // per socket: source, destination
+	next    uint64       // umem_alloc_buffer
+	out     int          // TX frames not completed (one Completion ring)
+	prog    *progs
+	link    link.Link
+	xsks    *xsk.Map
+	valid   func(s *side) error // validation_func
+}
+
+func (s *side) umemSize() uint64 { return uint64(s.numFrames) * uint64(s.frameSize) }
+
+func (s *side) alloc() uint64 {
+	a := s.next
+	s.next += uint64(s.frameSize)
+	if s.next >= s.umemSize() {
+		s.next = 0
+	}
+	return a
+}
+
+// testSpec is struct test_spec.
+type testSpec struct {
+	t         *testing.T
+	m         mode
+	d         *devices
+	tx, rx    *side
+	mtu       int
+	curMTU    int
+	prog      progKind
+	adjust    int32
+	nbSockets int
+	inFlight  atomic.Int64
+	fail      atomic.Bool
+	txDone    atomic.Bool
+	txDefault *stream
+	rxDefault *stream
+	setupDone bool
+}
+
+func newSpec(t *testing.T, m mode, d *devices) *testSpec {
+	tc := &testSpec{t: t, m: m, d: d, mtu: maxEthPktSize, curMTU: 1500, nbSockets: 1,
+		txDefault: genStream(defaultPktCnt, minPktSize), rxDefault: genStream(defaultPktCnt, minPktSize)}
+	tc.tx = tc.newSide(d.tx, true)
+	tc.rx = tc.newSide(d.rx, false)
+	t.Cleanup(tc.clean)
+	return tc
+}
+
+func (tc *testSpec) newSide(ifname string, tx bool) *side {
+	s := &side{ifname: ifname, frameSize: defaultFrameSize, numFrames: defaultUMEMBufs,
+		rxqSize: defaultRingSize, batch: defaultBatchSize, rxOn: !tx, txOn: tx,
+		useFill: true, releaseRX: true}
+	for j := 0; j < 2; j++ {
+		var m [2][6]byte
+		m[0], m[1] = gMAC, gMAC
+		m[0][5] += byte(2 * j)
+		m[1][5] += byte(2*j + 1)
+		s.macs = append(s.macs, m)
+		if tx {
+			s.streams = append(s.streams, tc.txDefault)
+		} else {
+			s.streams = append(s.streams, tc.rxDefault)
+		}
+	}
+	return s
+}
+
+// setStreams replaces socket 0's stream on both sides.
+func (tc *testSpec) setStreams(tx, rx *stream) {
+	tc.tx.streams[0], tc.rx.streams[0] = tx, rx
+}
+
+// clean closes what setup made, in reverse order.
+func (tc *testSpec) clean() {
+	var errs []error
+	for _, s := range []*side{tc.tx, tc.rx} {
+		for i := len(s.socks) - 1; i >= 0; i-- {
+			errs = append(errs, s.socks[i].Close())
+		}
+		s.socks = nil
+		if s.link != nil {
+			errs = append(errs, s.link.Close())
+			s.link = nil
+		}
+		if s.xsks != nil {
+			errs = append(errs, s.xsks.Close())
+			s.xsks = nil
+		}
+		if s.prog != nil {
+			errs = append(errs, s.prog.Close())
+			s.prog = nil
+		}
+		if s.u != nil {
+			errs = append(errs, s.u.Close())
+			s.u = nil
+		}
+	}
+	tc.setupDone = false
+	if err := errors.Join(errs...); err != nil {
+		tc.t.Errorf("clean up: %v", err)
+	}
+}
+
+// setup is thread_common_ops for both sides: MTU, programs, UMEMs,
+// sockets, Fill rings, XSKMAPs.
+func (tc *testSpec) setup() error {
+	return tc.d.do(func() error {
+		if tc.mtu != tc.curMTU {
+			for _, s := range []*side{tc.tx, tc.rx} {
+				if err := xsk.SetMTU(s.ifname, tc.mtu); err != nil {
+					return err
+				}
+			}
+			tc.curMTU = tc.mtu
+		}
+		for _, s := range []*side{tc.rx, tc.tx} {
+			if err := tc.setupSide(s); err != nil {
+				return fmt.Errorf("%s: %w", s.ifname, err)
+			}
+		}
+		tc.setupDone = true
+		return nil
+	})
+}
+
+func (tc *testSpec) setupSide(s *side) error {
+	if s.rxOn {
+		p, err := loadProg(tc.prog, tc.adjust, tc.prog != progSharedUMEM)
+		if err != nil {
+			return err
+		}
+		s.prog = p
+		if s.xsks, err = xsk.UseMap(p.xsks); err != nil {
+			return err
+		}
+		ifi, err := netIndex(s.ifname)
+		if err != nil {
+			return err
+		}
+		if s.link, err = link.AttachXDP(link.XDPOptions{Program: p.prog, Interface: ifi, Flags: tc.m.attach}); err != nil {
+			return fmt.Errorf("attach XDP (%s): %w", tc.m.name, err)
+		}
+	}
+	u, err := umem.New(&umem.Config{FrameSize: s.frameSize, FrameCount: s.numFrames, Headroom: s.headroom,
+		Unaligned: s.unaligned, HugePages: s.unaligned})
+	if err != nil {
+		return err
+	}
+	s.u = u
+	fill := s.fillSize
+	if fill == 0 {
+		fill = defaultRingSize
+	}
+	comp := s.compSize
+	if comp == 0 {
+		comp = defaultRingSize
+	}
+	rxSize, txSize := s.rxqSize, uint32(defaultRingSize)
+	if s.compSize != 0 {
+		txSize = s.compSize
+	}
+	if s.fillSize != 0 {
+		rxSize = s.fillSize
+	}
+	cfg := &xsk.Config{RXSize: rxSize, TXSize: txSize, FillSize: fill, CompletionSize: comp,
+		NoRX: !s.rxOn, NoTX: !s.txOn, Mode: tc.m.bind, MultiBuffer: tc.mtu > maxEthPktSize}
+	for i := 0; i < tc.nbSockets; i++ {
+		var sock *xsk.Socket
+		if i == 0 {
+			sock, err = xsk.New(s.ifname, 0, u, cfg)
+		} else {
+			sock, err = xsk.NewShared(s.socks[0], cfg)
+		}
+		if err != nil {
+			return err
+		}
+		s.socks = append(s.socks, sock)
+	}
+	if !s.rxOn {
+		return nil
+	}
+	if err := tc.populateFill(s); err != nil {
+		return err
+	}
+	for i, sock := range s.socks {
+		if err := s.xsks.RegisterKey(i, sock); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// populateFill is xsk_populate_fill_ring.
+func (tc *testSpec) populateFill(s *side) error {
+	st := s.streams[0]
+	rxFrame := s.frameSize - xdpPacketHeadroom
+	n := s.numFrames
+	if n >= defaultRingSize {
+		n = s.fillSize
+	}
+	addrs := make([]uint64, 0, n)
+	for uint32(len(addrs)) < n {
+		var sent int
+		p := st.nextRX(&sent)
+		if p == nil && !s.useFill {
+			break
+		}
+		for i := 0; i < st.nbFrags(rxFrame, p) && uint32(len(addrs)) < n; i++ {
+			var a uint64
+			switch {
+			case p == nil:
+				a = uint64(len(addrs)) * uint64(s.frameSize)
+			case p.offset >= 0:
+				a = uint64(p.offset)%uint64(s.frameSize) + s.alloc()
+			default:
+				a = uint64(p.offset + int64(s.alloc()))
+			}
+			addrs = append(addrs, a)
+		}
+	}
+	if got := s.socks[0].Fill().Produce(addrs); got != len(addrs) {
+		return fmt.Errorf("Fill ring took %d of %d frames", got, len(addrs))
+	}
+	st.reset()
+	s.next = 0
+	return nil
+}
+
+func (tc *testSpec) failf(format string, a ...any) error {
+	tc.fail.Store(true)
+	return fmt.Errorf(format, a...)
+}
+
+// validateTraffic is testapp_validate_traffic: set up (first step), send
+// from tc.tx to tc.rx, check, and clean up unless keepAlive.
+func (tc *testSpec) validateTraffic() error {
+	if !tc.setupDone {
+		if err := tc.setup(); err != nil {
+			return err
+		}
+	}
+	return tc.traffic(tc.tx, tc.rx)
+}
+
+// traffic is __testapp_validate_traffic's two threads.
+func (tc *testSpec) traffic(tx, rx *side) error {
+	for _, s := range append(append([]*stream{}, tx.streams...), rx.streams...) {
+		if s != nil {
+			s.reset()
+		}
+	}
+	tc.inFlight.Store(0)
+	tx.next, tx.out = 0, 0
+	var wg sync.WaitGroup
+	var rxErr, txErr error
+	wg.Add(2)
+	go func() { defer wg.Done(); rxErr = tc.receive(rx, tx) }()
+	tc.txDone.Store(false)
+	go func() { defer wg.Done(); txErr = tc.send(tx); tc.txDone.Store(true) }()
+	wg.Wait()
+	if err := errors.Join(txErr, rxErr); err != nil {
+		return err
+	}
+	if tx.valid != nil {
+		if err := tx.valid(tx); err != nil {
+			return err
+		}
+	}
+	if rx.valid != nil {
+		return rx.valid(rx)
+	}
+	return nil
+}
+
+// send is send_pkts.
+func (tc *testSpec) send(s *side) error {
+	done := make([]bool, tc.nbSockets)
+	end := time.Now().Add(deadline)
+	for {
+		all := true
+		for i := 0; i < tc.nbSockets; i++ {
+			st := s.streams[i]
+			if done[i] || st == nil || st.cur >= len(st.pkts) {
+				done[i] = true
+				continue
+			}
+			all = false
+			if tc.fail.Load() {
+				return errors.New("send: the receiver failed")
+			}
+			if time.Now().After(end) {
+				return tc.failf("send: timed out with %d of %d packets sent", st.cur, len(st.pkts))
+			}
+			cont, err := tc.sendBatch(s, i)
+			if err != nil {
+				return err
+			}
+			if cont {
+				continue
+			}
+			if err := tc.waitCompletion(s, s.socks[i]); err != nil {
+				return err
+			}
+		}
+		if all {
+			return nil
+		}
+	}
+}
+
+// sendBatch is __send_pkts without the poll timeout; cont reports
+// TEST_CONTINUE (paced: nothing sent).
+func (tc *testSpec) sendBatch(s *side, si int) (cont bool, err error) {
+	sock, st := s.socks[si], s.streams[si]
+	fs := s.frameSize
+	bufLen := (st.maxLen + fs - 1) / fs * fs
+	if bufLen == 0 {
+		bufLen = fs
+	}
+	if tc.inFlight.Load() >= (int64(s.umemSize())-int64(s.batch)*int64(bufLen))/int64(bufLen) {
+		return true, tc.kickTX(s, sock)
+	}
+	tx := sock.TX()
+	for end := time.Now().Add(deadline); tx.Free() < s.batch; {
+		if time.Now().After(end) {
+			return false, tc.failf("send: TX ring stays full")
+		}
+		if s.usePoll {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err := sock.WaitTX(ctx)
+			cancel()
+			if err != nil {
+				return false, tc.failf("send: poll (WaitTX): %w", err)
+			}
+		}
+		if err := tc.complete(s, sock, s.batch); err != nil {
+			return false, err
+		}
+	}
+	descs := make([]xsk.Desc, 0, s.batch)
+	validPkts, validFrags := 0, 0
+	for len(descs) < s.batch {
+		p := st.nextTX()
+		if p == nil {
+			break
+		}
+		nf := st.nbFrags(fs, p)
+		if nf > s.batch-len(descs) {
+			st.cur--
+			break
+		}
+		written := uint32(0)
+		for left := nf; left > 0; left-- {
+			var d xsk.Desc
+			if !p.valid {
+				d.Addr = uint64(p.offset)
+			} else {
+				d.Addr = uint64(p.offset + int64(s.alloc()))
+			}
+			switch {
+			case st.verbatim:
+				d.Len, d.Options = p.len, p.options
+			case left > 1:
+				d.Len, d.Options = fs, xsk.OptContd
+			default:
+				d.Len = p.len - written
+			}
+			if p.valid {
+				tc.generate(s, si, d.Addr, d.Len, p.nb, written)
+			}
+			written += d.Len
+			descs = append(descs, d)
+			if left > 1 && st.verbatim {
+				p = st.nextTX()
+			}
+		}
+		if p != nil && p.valid {
+			validPkts++
+			validFrags += nf
+		}
+	}
+	tc.inFlight.Add(int64(validPkts))
+	if n := tx.Produce(descs); n != len(descs) {
+		return false, tc.failf("send: TX ring took %d of %d descriptors", n, len(descs))
+	}
+	s.out += validFrags
+	if s.usePoll {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := sock.WaitTX(ctx)
+		cancel()
+		if err != nil {
+			return false, tc.failf("send: poll (WaitTX) after submit: %w", err)
+		}
+	}
+	return false, tc.complete(s, sock, len(descs))
+}
+
+// generate is pkt_generate: the Ethernet header, then payload words
+// (packet number << 16 | word index), network byte order.
+func (tc *testSpec) generate(s *side, si int, addr uint64, length, nb, written uint32) {
+	if length < minPktSize {
+		return
+	}
+	data := s.u.Bytes()[umem.AddOffsetToAddr(addr):]
+	data = data[:length]
+	if written == 0 {
+		copy(data[0:6], s.macs[si][1][:])
+		copy(data[6:12], s.macs[si][0][:])
+		binary.BigEndian.PutUint16(data[12:], 0x9000) // ETH_P_LOOPBACK
+		data, length = data[pktHdrSize:], length-pktHdrSize
+	} else {
+		written -= pktHdrSize
+	}
+	start := written / 4
+	for i := uint32(0); i < length/4; i++ {
+		binary.BigEndian.PutUint32(data[4*i:], nb<<16|(i+start))
+	}
+}
+
+func (tc *testSpec) kickTX(s *side, sock *xsk.Socket) error {
+	if !s.checkCons {
+		if err := sock.KickTX(); err != nil && !errors.Is(err, unix.ENETDOWN) {
+			return tc.failf("kick TX: %w", err)
+		}
+		return nil
+	}
+	// kick_tx_with_check: one sendto must take exactly the TX budget
+	// when more than that is ready.
+	ready := sock.TX().Pending()
+	if err := sock.WakeTX(); err != nil && !errors.Is(err, unix.ENETDOWN) {
+		return tc.failf("kick TX: %w", err)
+	}
+	if delta := ready - sock.TX().Pending(); ready > maxTXBudget && delta != maxTXBudget {
+		return tc.failf("one sendto consumed %d of %d TX descriptors, want the budget, %d", delta, ready, maxTXBudget)
+	}
+	return nil
+}
+
+// complete is complete_pkts.
+func (tc *testSpec) complete(s *side, sock *xsk.Socket, batch int) error {
+	if sock.TX().NeedWakeup() {
+		if err := tc.kickTX(s, sock); err != nil {
+			return err
+		}
+	}
+	addrs := make([]uint64, max(batch, 1))
+	n := sock.Completion().Consume(addrs)
+	if n > s.out {
+		return tc.failf("too many packets completed: %d with %d outstanding (last address %#x)", n, s.out, addrs[n-1])
+	}
+	s.out -= n
+	return nil
+}
+
+func (tc *testSpec) waitCompletion(s *side, sock *xsk.Socket) error {
+	for end := time.Now().Add(deadline); s.out > 0; {
+		if time.Now().After(end) {
+			return tc.failf("send: %d frames never completed", s.out)
+		}
+		if err := tc.complete(s, sock, s.batch); err != nil {
+			return err
+		}
+		if s.out > 0 {
+			time.Sleep(10 * time.Microsecond)
+		}
+	}
+	return nil
+}
+
+// rxState is one receiving socket's descriptors not yet handled.
+type rxState struct {
+	pending []xsk.Desc
+	descs   []xsk.Desc
+	seen    int // releaseRX false: descriptors seen queued on the RX ring
+}
+
+// receive is receive_pkts.
+func (tc *testSpec) receive(s, peer *side) error {
+	states := make([]rxState, tc.nbSockets)
+	for i := range states {
+		states[i].descs = make([]xsk.Desc, s.batch)
+	}
+	end := time.Now().Add(deadline)
+	for si := 0; ; si = (si + 1) % tc.nbSockets {
+		if tc.allReceived(s) {
+			return nil
+		}
+		if tc.fail.Load() {
+			return errors.New("receive: the sender failed")
+		}
+		if time.Now().After(end) {
+			return tc.failf("receive loop timed out: %s", tc.progress(s))
+		}
+		if err := tc.receiveBatch(s, si, &states[si]); err != nil {
+			return err
+		}
+	}
+}
+
+func (tc *testSpec) progress(s *side) string {
+	var b []byte
+	for i := 0; i < tc.nbSockets; i++ {
+		if st := s.streams[i]; st != nil {
+			b = fmt.Appendf(b, "socket %d: %d of %d packets; ", i, st.nbRx, st.nbValid)
+		}
+	}
+	return string(b)
+}
+
+func (tc *testSpec) allReceived(s *side) bool {
+	for i := 0; i < tc.nbSockets; i++ {
+		if st := s.streams[i]; st != nil && st.nbRx != st.nbValid {
+			return false
+		}
+	}
+	return true
+}
+
+// receiveBatch is __receive_pkts.
+func (tc *testSpec) receiveBatch(s *side, si int, rs *rxState) error {
+	sock, st := s.socks[si], s.streams[si]
+	if st == nil {
+		return nil
+	}
+	if err := sock.WakeRX(); err != nil {
+		return tc.failf("kick RX: %w", err)
+	}
+	if s.usePoll {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := sock.WaitRX(ctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil // TEST_CONTINUE: poll timed out
+		} else if err != nil {
+			return tc.failf("poll (WaitRX): %w", err)
+		}
+	}
+	if !s.releaseRX {
+		// The kernel suite peeks without releasing, so that the RX ring
+		// fills up: here the receiver watches the ring fill (the
+		// sender's pacing counts what it saw) and reads it only when
+		// the sender is done.
+		q := sock.RX().Len()
+		if q > rs.seen {
+			tc.inFlight.Add(-int64(q - rs.seen))
+			rs.seen = q
+		}
+		if q < int(s.rxqSize) || !tc.txDone.Load() {
+			time.Sleep(10 * time.Microsecond)
+			return nil
+		}
+	}
+	n := sock.RX().Consume(rs.descs)
+	if n == 0 {
+		time.Sleep(10 * time.Microsecond)
+		return nil
+	}
+	rs.pending = append(rs.pending, rs.descs[:n]...)
+	// Only whole packets: the frames of one whose end has not arrived
+	// wait for the next batch.
+	whole := len(rs.pending)
+	for whole > 0 && rs.pending[whole-1].Options&xsk.OptContd != 0 {
+		whole--
+	}
+	fill := make([]uint64, 0, whole)
+	sent, nbFrags, pktLen := 0, 0, uint32(0)
+	var p *pkt
+	for _, d := range rs.pending[:whole] {
+		orig := umem.ExtractAddr(d.Addr)
+		addr := umem.AddOffsetToAddr(d.Addr)
+		if nbFrags == 0 {
+			if p = st.nextRX(&sent); p == nil {
+				return tc.failf("received too many packets: addr %#x len %d", addr, d.Len)
+			}
+		}
+		if err := tc.fragValid(s, addr, d.Len, p.nb, pktLen); err != nil {
+			return err
+		}
+		if err := tc.offsetCorrect(s, p, addr); err != nil {
+			return err
+		}
+		if s.useMeta {
+			if got := binary.NativeEndian.Uint64(s.u.Bytes()[addr-xdpInfoSize:]); got != uint64(p.nb) {
+				return tc.failf("metadata count %d, want %d", got, p.nb)
+			}
+		}
+		nbFrags++
+		pktLen += d.Len
+		fill = append(fill, orig)
+		if d.Options&xsk.OptContd != 0 {
+			continue
+		}
+		if pktLen != p.len {
+			return tc.failf("packet %d: length %d, want %d", p.nb, pktLen, p.len)
+		}
+		st.nbRx++
+		nbFrags, pktLen = 0, 0
+	}
+	rs.pending = append(rs.pending[:0], rs.pending[whole:]...)
+	if s.useFill {
+		for end := time.Now().Add(deadline); len(fill) > 0; {
+			k := sock.Fill().Produce(fill)
+			fill = fill[k:]
+			if len(fill) > 0 && time.Now().After(end) {
+				return tc.failf("Fill ring stays full")
+			}
+		}
+	}
+	tc.inFlight.Add(-int64(sent))
+	return nil
+}
+
+// fragValid is is_frag_valid.
+func (tc *testSpec) fragValid(s *side, addr uint64, length, nb, done uint32) error {
+	size := s.umemSize()
+	if addr >= size || addr+uint64(length) > size {
+		return tc.failf("frag invalid: addr %#x len %d", addr, length)
+	}
+	if !s.unaligned && addr%uint64(s.frameSize)+uint64(length) > uint64(s.frameSize) {
+		return tc.failf("frag crosses a frame boundary: addr %#x len %d", addr, length)
+	}
+	data := s.u.Bytes()[addr : addr+uint64(length)]
+	if done == 0 {
+		data = data[pktHdrSize:]
+	} else {
+		done -= pktHdrSize
+	}
+	if len(data) < 4 {
+		return nil
+	}
+	want := done / 4
+	w := binary.BigEndian.Uint32(data)
+	if w>>16 != nb {
+		return tc.failf("packet number %d, want %d (addr %#x)", w>>16, nb, addr)
+	}
+	if w&0xffff != want&0xffff {
+		return tc.failf("packet %d: sequence %d at the start, want %d", nb, w&0xffff, want)
+	}
+	last := uint32(len(data))/4 - 1
+	w = binary.BigEndian.Uint32(data[4*last:])
+	if w&0xffff != (want+last)&0xffff {
+		return tc.failf("packet %d: sequence %d at the end, want %d", nb, w&0xffff, want+last)
+	}
+	return nil
+}
+
+// offsetCorrect is is_offset_correct.
+func (tc *testSpec) offsetCorrect(s *side, p *pkt, addr uint64) error {
+	fs := int64(s.frameSize)
+	headroom := int64(s.headroom)
+	var off int64
+	if s.unaligned {
+		headroom = 0
+		if p.valid {
+			off = p.offset
+		}
+	}
+	want := ((off+headroom+xdpPacketHeadroom)%fs + fs) % fs
+	if got := int64(addr % uint64(fs)); got != want {
+		return tc.failf("packet %d: offset %d in its frame, want %d", p.nb, got, want)
+	}
+	return nil
+}
+
+// stats reads a socket's XDP_STATISTICS after a kick (kick_rx, getsockopt).
+func stats(s *side) (xsk.Stats, error) {
+	sock := s.socks[0]
+	if s.rxOn {
+		if err := sock.WakeRX(); err != nil {
+			return xsk.Stats{}, err
+		}
+	}
+	return sock.Stats()
+}
+
+// setupOnly sets up the side s alone (the single-thread cases).
+func (tc *testSpec) setupOnly(s *side) error {
+	return tc.d.do(func() error {
+		if err := tc.setupSide(s); err != nil {
+			return err
+		}
+		tc.setupDone = true
+		return nil
+	})
+}
+
+// needHugePages makes sure n free 2 MiB huge pages exist, raising
+// vm.nr_hugepages for the test (and putting it back) when they do not.
+func needHugePages(t *testing.T, n int) {
+	t.Helper()
+	free := func() int {
+		b, err := os.ReadFile("/proc/meminfo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "HugePages_Free:"); ok {
+				k, _ := strconv.Atoi(strings.TrimSpace(v))
+				return k
+			}
+		}
+		return 0
+	}
+	have := free()
+	if have >= n {
+		return
+	}
+	const knob = "/proc/sys/vm/nr_hugepages"
+	b, err := os.ReadFile(knob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err := os.WriteFile(knob, []byte(strconv.Itoa(old+n-have)), 0); err != nil {
+		t.Fatalf("reserve huge pages: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := os.WriteFile(knob, []byte(strconv.Itoa(old)), 0); err != nil {
+			t.Errorf("give back huge pages: %v", err)
+		}
+	})
+	if got := free(); got < n {
+		t.Fatalf("%d free 2 MiB huge pages after raising vm.nr_hugepages, need %d", got, n)
+	}
+}
