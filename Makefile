@@ -136,13 +136,15 @@ soak:
 ## xdpnet, alternating DNSRUNS times, with dnsperf in the peer namespace:
 ## queries/s, server CPU-s per million queries, latency, lost queries and
 ## response codes; fails unless an xdpnet run served 2x the kernel's
-## queries per server CPU-second with none lost and all NOERROR. Root,
-## dnsperf (Debian package dnsperf); about a minute.
+## queries per server CPU-second with none lost and all NOERROR. Writes
+## its summary into README's "A UDP socket" section. Root, dnsperf
+## (Debian package dnsperf, installed if missing); about a minute.
 DNSRUNS ?= 3
 dnsbench:
+	@command -v dnsperf >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsperf >/dev/null; }
 	@d=$$(mktemp -d /tmp/xdpkit-dnsbench.XXXXXX) && trap 'rm -rf "$$d"' EXIT INT TERM && \
 	(cd examples/dnsserver && $(GO) build -o "$$d/dnsserver" . && $(GO) build -o "$$d/dnsbench" ./dnsbench) && \
-	"$$d/dnsbench" -server "$$d/dnsserver" -runs $(DNSRUNS)
+	"$$d/dnsbench" -server "$$d/dnsserver" -runs $(DNSRUNS) -readme $(CURDIR)/README.md
 
 $(STATICCHECK):
 	GOBIN=$(GOBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

@@ -62,7 +62,10 @@ apt_bpo() {
 	if [ -z "$bpo_ready" ]; then
 		mkdir -p "$bpo/lists/partial" "$bpo/cache/archives/partial"
 		echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie-backports main" >"$bpo/sources.list"
-		apt-get "${aptb[@]}" update -qq
+		# Lists younger than a day are kept.
+		if [ -z "$(find "$bpo/lists" -maxdepth 1 -name '*Packages*' -mmin -1440 2>/dev/null | head -1)" ]; then
+			apt-get "${aptb[@]}" update -qq
+		fi
 		bpo_ready=1
 	fi
 	"$@" "${aptb[@]}"
@@ -253,9 +256,14 @@ timed() {
 	"$@"
 	echo "kernels: ${*: -1} took $(($(date +%s) - s)) s" >&2
 }
-for k in $KERNELS; do # fetched one after the other: apt takes a lock
+# Fetched one after the other, and by one run of this script at a time:
+# apt takes a lock of its own and fails rather than wait for it.
+exec 9>"$CACHE/.lock"
+flock 9
+for k in $KERNELS; do
 	[ "$k" = host ] || kernel "$k" >/dev/null
 done
+flock -u 9
 running=0
 for k in $KERNELS; do
 	[ "$k" = host ] && continue

@@ -51,6 +51,7 @@ func main() {
 	runs := flag.Int("runs", 3, "runs of each kind, alternating")
 	secs := flag.Int("seconds", 10, "length of each dnsperf run")
 	goal := flag.Float64("goal", 2, "xdpnet's queries per CPU-second against the kernel's")
+	readme := flag.String("readme", "", "a file whose dnsbench section (between its markers) gets the summary")
 	flag.Parse()
 	if *server == "" {
 		log.Fatal("-server is required")
@@ -91,7 +92,72 @@ func main() {
 			fmt.Fprintf(os.Stderr, "run %d %s: %.0f qps\n", i+1, r.mode, r.qps)
 		}
 	}
-	os.Exit(report(rs, *goal))
+	code := report(rs, *goal)
+	if *readme != "" {
+		if err := writeSection(*readme, summary(rs, *runs, *secs)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	os.Exit(code)
+}
+
+const (
+	sectionStart = "<!-- dnsbench:start -->"
+	sectionEnd   = "<!-- dnsbench:end -->"
+)
+
+// summary is the section make dnsbench writes into README: each socket's
+// median and range over the runs.
+func summary(rs []result, runs, secs int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n`make dnsbench` writes this: examples/dnsserver (miekg/dns) answering dnsperf in the peer namespace, %d runs of %d s of each socket, alternating; median [min-max].\n\n", sectionStart, runs, secs)
+	b.WriteString("| socket | queries/s | server CPU-s per 1M queries | queries per CPU-s | avg latency | lost | response codes |\n|---|---|---|---|---|---|---|\n")
+	var k float64
+	for _, mode := range []string{"kernel", "xdpnet"} {
+		var qps, cpm, eff, lat []float64
+		lost, codes := 0, ""
+		for _, r := range rs {
+			if r.mode != mode {
+				continue
+			}
+			qps = append(qps, r.qps)
+			cpm = append(cpm, r.cpu/r.completed*1e6)
+			eff = append(eff, r.completed/r.cpu)
+			lat = append(lat, r.avgLat*1e3)
+			lost += r.lost
+			if !r.allNoError {
+				codes = r.codes
+			}
+		}
+		if codes == "" {
+			codes = "all NOERROR"
+		}
+		q, c, e, l := stat(qps), stat(cpm), stat(eff), stat(lat)
+		if mode == "kernel" {
+			k = e[0]
+		}
+		fmt.Fprintf(&b, "| %s | %.0f [%.0f-%.0f] | %.1f [%.1f-%.1f] | %.0f [%.0f-%.0f] | %.2f ms [%.2f-%.2f] | %d | %s |\n",
+			mode, q[0], q[1], q[2], c[0], c[1], c[2], e[0], e[1], e[2], l[0], l[1], l[2], lost, codes)
+		if mode == "xdpnet" && k > 0 {
+			fmt.Fprintf(&b, "\nxdpnet / kernel, queries per server CPU-second: %.2f [%.2f-%.2f].\n", e[0]/k, e[1]/k, e[2]/k)
+		}
+	}
+	b.WriteString(sectionEnd)
+	return b.String()
+}
+
+// writeSection replaces the text between the markers in path.
+func writeSection(path, sec string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(b)
+	i, j := strings.Index(s, sectionStart), strings.Index(s, sectionEnd)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s has no %s ... %s section", path, sectionStart, sectionEnd)
+	}
+	return os.WriteFile(path, []byte(s[:i]+sec+s[j+len(sectionEnd):]), 0o644)
 }
 
 // run starts the server in a, waits until it answers, runs dnsperf in b
