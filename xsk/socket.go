@@ -157,6 +157,9 @@ func New(ifname string, queue int, u *umem.UMEM, cfg *Config) (*Socket, error) {
 	if u == nil {
 		return nil, errors.New("xsk: nil UMEM")
 	}
+	if c.NoRX && c.NoTX {
+		return nil, fmt.Errorf("%w: a socket needs an RX or a TX ring (NoRX and NoTX both set)", ErrNoRing)
+	}
 	if err := checkTXBudget(&c); err != nil {
 		return nil, err
 	}

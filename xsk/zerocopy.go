@@ -3,6 +3,7 @@ package xsk
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"golang.org/x/sys/unix"
 
@@ -37,7 +38,7 @@ func zeroCopyRefusal(ifname string, queue int, c *Config, err error) string {
 	case known && info.XDPFeatures&netdev.XDPXSKZeroCopy == 0:
 		return fmt.Sprintf("driver %s does not advertise AF_XDP zero-copy (xdp-features %s)%s", drv, info.XDPFeatures, copyCost)
 	case !known && errors.Is(err, unix.EOPNOTSUPP):
-		return fmt.Sprintf("driver %s has no zero-copy support in this kernel (it reports XDP features from Linux 6.3 on)%s", drv, copyCost)
+		return fmt.Sprintf("driver %s refused zero-copy (before Linux 6.3 the kernel does not say which drivers have it)%s", drv, copyCost)
 	case c.MultiBuffer && errors.Is(err, unix.EOPNOTSUPP) && info.XDPZeroCopyMaxSegs <= 1:
 		return fmt.Sprintf("driver %s takes one buffer per packet in zero-copy (zero-copy max segments %d), so multi-buffer (XDP_USE_SG) needs copy mode", drv, info.XDPZeroCopyMaxSegs)
 	case queue >= max(info.RxQueues, info.TxQueues) && max(info.RxQueues, info.TxQueues) > 0:
@@ -74,8 +75,20 @@ func (s *Socket) stockFill(c *Config) error {
 	}
 	s.stocked = k
 	// The driver found the ring empty when the bind set its queue up and
-	// asked to be woken (need_wakeup) once it has frames.
-	return s.KickRX()
+	// asked to be woken (need_wakeup) once it has frames. recvfrom would
+	// not wake it: the kernel answers ENOBUFS for a socket without RX
+	// ring before it gets there. poll(2) does (xsk_poll wakes the driver
+	// for the need_wakeup flags it has cached).
+	for {
+		_, err := unix.Poll([]unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}}, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("xsk: %s queue %d: waking the driver for the Fill ring's stock: %w", s.ifname, s.queue, os.NewSyscallError("poll", err))
+		}
+		return nil
+	}
 }
 
 // zeroCopyStock bounds the frames stockFill lends: a driver's receive

@@ -77,6 +77,21 @@ func NotApplicable(tb testing.TB, name, why string) {
 	tb.Skip(NotApplicableLine(f, why))
 }
 
+// KernelHas reports what the kernel's BTF says of the feature name: has
+// is whether its Witness is there, known whether the feature has a
+// witness at all (false: the BTF cannot tell).
+func KernelHas(name string) (has, known bool, err error) {
+	f, ok := ByName(name)
+	if !ok {
+		return false, false, fmt.Errorf("kfeature: %q is not in Features", name)
+	}
+	if f.Witness == "" {
+		return false, false, nil
+	}
+	has, err = btfHas(f.Witness)
+	return has, err == nil, err
+}
+
 var btf struct {
 	once sync.Once
 	b    []byte

@@ -23,20 +23,23 @@ done
 ip link set lo up
 echo 8 >/proc/sys/vm/nr_hugepages
 ulimit -l unlimited 2>/dev/null
-# The virtio-net NICs, in PCI order.
-nics=
-for i in 1 2 3 4 5 6 7 8 9 10; do
-	nics=
+# The virtio-net NICs, by the MAC addresses run.sh gave them: 1 and 2 are
+# one pair, 3 and 4 the other, 5 has no iommu_platform.
+nic() {
 	for d in /sys/class/net/*; do
-		[ "$(basename "$(readlink "$d/device/driver" 2>/dev/null)")" = virtio_net ] && nics="$nics $(basename "$d")"
+		[ "$(cat "$d/address" 2>/dev/null)" = "52:54:00:00:00:0$1" ] && basename "$d" && return
 	done
-	set -- $nics
-	[ $# -ge 5 ] && break
+}
+for i in $(seq 1 30); do
+	n5=$(nic 5)
+	[ -n "$n5" ] && [ -n "$(nic 1)" ] && [ -n "$(nic 4)" ] && break
 	sleep 1
 done
-set -- $nics
-[ $# -ge 4 ] && export XDPKIT_NIC_PAIRS="$1,$2 $3,$4"
-[ $# -ge 5 ] && export XDPKIT_NIC_NOIOMMU="$5"
+if [ -n "$(nic 1)" ] && [ -n "$(nic 2)" ] && [ -n "$(nic 3)" ] && [ -n "$(nic 4)" ] && [ -n "$(nic 5)" ]; then
+	export XDPKIT_NIC_PAIRS="$(nic 1),$(nic 2) $(nic 3),$(nic 4)" XDPKIT_NIC_NOIOMMU="$(nic 5)"
+else
+	say "=== SETUP: not all five virtio-net NICs came up: $(ls /sys/class/net | tr '\n' ' ')"
+fi
 export CI=true XDPKIT_APPS_BIN=/xdpkit/apps HOME=/tmp TMPDIR=/tmp
 run=$(cat /xdpkit/run)
 say "=== KERNEL $(uname -r) nproc $(busybox nproc) nics ${XDPKIT_NIC_PAIRS:-none}, without iommu_platform ${XDPKIT_NIC_NOIOMMU:-none}"

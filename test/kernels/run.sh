@@ -100,7 +100,7 @@ kernel() {
 	if [ ! -f "$dir/.done" ]; then
 		rm -rf "$dir" && mkdir -p "$dir"
 		(cd "$CACHE" && rm -f "$name"_*.deb &&
-			if [ "$1" = 6.17 ]; then apt_bpo apt-get download -qq "$name"; else apt_host apt-get download -qq "$name"; fi) >&2 2>/dev/null
+			if [ "$1" = 6.17 ]; then apt_bpo apt-get download -qq "$name"; else apt_host apt-get download -qq "$name"; fi) >&2
 		dpkg-deb -x "$CACHE/$name"_*.deb "$dir"
 		rm -f "$CACHE/$name"_*.deb
 		touch "$dir/.done"
@@ -162,7 +162,7 @@ initramfs() { # release root -> prints path
 	local rel=$1 root=$2 ir=$out/initramfs-$rel img=$out/initramfs-$rel.cpio.gz moddir f lib
 	rm -rf "$ir" && mkdir -p "$ir"/{bin,sbin,proc,sys,dev,tmp,run,mnt,modules,xdpkit,lib64,etc}
 	cp "$busybox" "$ir/bin/busybox"
-	for a in sh mount mkdir insmod cat echo ln ls sleep poweroff sync mountpoint uname env grep tr readlink basename stty nproc true false ping; do ln -sf busybox "$ir/bin/$a"; done
+	for a in sh mount mkdir insmod cat echo ln ls sleep poweroff sync mountpoint uname env grep tr readlink basename stty nproc true false ping seq; do ln -sf busybox "$ir/bin/$a"; done
 	# iproute2's ip and util-linux's setpriv with their libraries.
 	for f in "$(command -v ip)" "$(command -v setpriv)"; do
 		cp "$f" "$ir/bin/"
@@ -200,15 +200,13 @@ initramfs() { # release root -> prints path
 # --- runs ---------------------------------------------------------------------
 # Each run writes $out/<kernel>.log: "=== PKG name", go test -test.v output,
 # "=== EXIT name code" per binary, and "=== DONE" at the end.
-boot() { # series
-	local rel root img log=$out/$1.log
-	rel=$(kernel "$1")
+boot() { # series release
+	local rel=$2 root img log=$out/$1.log
 	root=$CACHE/root/$rel
 	img=$(initramfs "$rel" "$root")
 	echo "kernels: booting $rel" >&2
 	local vmlinuz
 	vmlinuz=$(ls "$root"/boot/vmlinuz-*)
-	rm -f "$log"
 	# Four virtio-net NICs: 1 and 2 on hub 0, 3 and 4 on hub 1, two pairs
 	# joined only to each other (no host network).
 	local nics=() i
@@ -260,21 +258,29 @@ timed() {
 # apt takes a lock of its own and fails rather than wait for it.
 exec 9>"$CACHE/.lock"
 flock 9
+declare -A release
 for k in $KERNELS; do
-	[ "$k" = host ] || kernel "$k" >/dev/null
+	[ "$k" = host ] || release[$k]=$(kernel "$k")
 done
 flock -u 9
+# No log of an earlier run may stand for this one.
+for k in $KERNELS; do rm -f "$out/$k.log" "$out/$k.console" "$out/$k.qemu"; done
+declare -A job
 running=0
 for k in $KERNELS; do
 	[ "$k" = host ] && continue
-	timed boot "$k" &
+	timed boot "$k" "${release[$k]}" &
+	job[$k]=$!
 	running=$((running + 1))
 	if [ "$running" -ge "$JOBS" ]; then
 		wait -n || true
 		running=$((running - 1))
 	fi
 done
-wait
+bootfail=0
+for k in "${!job[@]}"; do
+	wait "${job[$k]}" || { echo "kernels: the run on $k failed (exit $?)" >&2; bootfail=1; }
+done
 for k in $KERNELS; do
 	[ "$k" = host ] && timed runhost host
 done
@@ -308,16 +314,34 @@ for n in $names; do
 done
 echo "(cells: passed top-level tests / failed tests / tests not applicable (a kernel feature missing); \"skipN\": N skips that name no missing feature, a failure; logs in $out)"
 for k in $KERNELS; do
-	f=$(grep -ho 'not applicable: needs [^:]*' "$out/$k.log" 2>/dev/null | sed 's/not applicable: needs //' | sort | uniq -c | awk '{c=$1; $1=""; printf "%s%s x%d", (n++ ? ";" : ""), $0, c}')
-	[ -n "$f" ] && echo "$k: not applicable:$f"
+	f=$(grep -ho 'not applicable: needs [^:]*' "$out/$k.log" 2>/dev/null | sed 's/not applicable: needs //' | sort | uniq -c | awk '{c=$1; $1=""; printf "%s%s x%d", (n++ ? ";" : ""), $0, c}' || true)
+	if [ -n "$f" ]; then echo "$k: not applicable:$f"; fi
+	# A feature README's kernel table says this kernel has must not be
+	# missing: that would be a probe gone wrong.
+	while read -r feat; do
+		[ -n "$feat" ] || continue
+		row=$(grep -F "| $feat" README.md | head -1 || true)
+		tested=$(echo "$row" | awk -F'|' '{print $(NF-1)}')
+		with=" ${tested%%without:*} "
+		case $with in *" all "* | *" $k "* | *" $k;"*)
+			echo "kernels: $k: \"$feat\" not applicable, but README's kernel table says $k has it"
+			fail=1 ;;
+		esac
+	done < <(grep -ho 'not applicable: needs [^(]*' "$out/$k.log" 2>/dev/null | sed 's/not applicable: needs //; s/ *$//' | sort -u || true)
+	if grep -q '^=== \(MODULE\|SETUP\)' "$out/$k.log" 2>/dev/null; then
+		grep '^=== \(MODULE\|SETUP\)' "$out/$k.log" | sed "s/^/kernels: $k: /"
+		fail=1
+	fi
 done
+[ "$bootfail" = 0 ] || fail=1
 for k in $KERNELS; do
 	grep -q '^=== DONE' "$out/$k.log" 2>/dev/null || { echo "kernels: $k did not finish (see $out/$k.log, $out/$k.console)"; fail=1; }
 	grep -h -B2 -A20 '^ *--- FAIL' "$out/$k.log" 2>/dev/null | head -80 | sed "s/^/$k: /" || true
 done
 echo "kernels: $(($(date +%s) - start)) s in all"
 # Every test and subtest of every run, in the plain form CI reads.
-cat $(for k in $KERNELS; do echo "$out/$k.log"; done) 2>/dev/null | awk '
+for k in $KERNELS; do cat "$out/$k.log" 2>/dev/null || true; done | awk -v bad="$fail" '
 	/^ *--- PASS/ {p++} /^ *--- FAIL/ {f++} /^ *--- SKIP/ {s++}
-	END {printf "kernels: %d passed, %d failed, %d skipped\n", p, f, s}'
+	/^panic: / {f++}
+	END {if (bad && !f) f = 1; printf "kernels: %d passed, %d failed, %d skipped\n", p, f, s}'
 exit $fail

@@ -111,15 +111,18 @@ func createNICPair(a, b *NS, cfg *PairConfig) (_ *Pair, err error) {
 	for _, e := range ends {
 		l, err := home.LinkByName(e.self.Name)
 		if err != nil {
+			p.moveHome()
 			return nil, fmt.Errorf("find NIC %s: %w", e.self.Name, err)
 		}
 		nsh, release, err := e.self.NS.handle()
 		if err != nil {
+			p.moveHome()
 			return nil, err
 		}
 		err = home.LinkSetNsFd(l, int(nsh))
 		release()
 		if err != nil {
+			p.moveHome()
 			return nil, fmt.Errorf("move NIC %s to %s: %w", e.self.Name, e.self.NS.Name, err)
 		}
 		if e.h, err = e.self.NS.netlinkHandle(); err != nil {

@@ -182,6 +182,9 @@ func TestXSKRX(t *testing.T) {
 func runRX(t *testing.T, b *vethns.NS, p *vethns.Pair, rx *rxSetup, n int) {
 	sock := rx.socks[0]
 	start := rx.u.Accounting()
+	if start.Held != 0 {
+		t.Fatalf("frames held before the run: %s", start)
+	}
 	conn, err := b.DialUDP(p.B.AddrPort4(5000), p.A.AddrPort4(9000))
 	if err != nil {
 		t.Fatal(err)
