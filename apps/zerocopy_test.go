@@ -164,8 +164,8 @@ func TestZeroCopyPath(t *testing.T) {
 	if err := cli.ParseSummary(fp.Output(), &fs); err != nil {
 		t.Fatalf("xdpfwd: %v: %s", err, fp.Stderr())
 	}
-	t.Logf("xdpgen: sent %d, completed %d, zero-copy %v; xdpfwd: forwarded %d, zero-copy %v; xdprecv: %d valid, %d late, zero-copy %v",
-		gs.Sent, gs.Completed, gs.ZeroCopy, fs.Forwarded, fs.ZeroCopy, rs.Valid, rs.Late, rs.ZeroCopy)
+	t.Logf("xdpgen: sent %d, completed %d, zero-copy %v; xdpfwd: forwarded %d, zero-copy %v; xdprecv: %d valid, %d late, zero-copy %v (ready line)",
+		gs.Sent, gs.Completed, gs.ZeroCopy, fs.Forwarded, fs.ZeroCopy, rs.Valid, rs.Late, zcRecv)
 
 	if gs.ZeroCopy != zcGen || fs.ZeroCopy != zcFwd {
 		t.Errorf("zero-copy: xdpgen %v, xdpfwd %v; the probe said %v, %v", gs.ZeroCopy, fs.ZeroCopy, zcGen, zcFwd)
