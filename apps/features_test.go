@@ -78,7 +78,7 @@ func refusedMultiBuffer(t *testing.T, probe error, ns *vethns.NS, args ...string
 // test has nothing more to run with that policy: NotApplicable.
 func refusedOffload(t *testing.T, probe error, ns *vethns.NS, ifname string, dst netip.Addr) {
 	t.Helper()
-	_, stderr, code := runIn(t, ns, 60*time.Second, "xdpgen", "-i", ifname, "-dst", dst.String(), "-count", "10", "-quiet", "-policy", "offload")
+	_, stderr, code := runIn(t, ns, 60*time.Second, "xdpgen", "-i", ifname, "-dst", dst.String(), "-count", "10", "-size", rbSizes(dst.Is6()), "-quiet", "-policy", "offload")
 	if code != cli.ExitError || !strings.Contains(stderr, "no TX metadata area for checksum offload") {
 		t.Fatalf("xdpgen -policy offload without TX metadata (%v): exit %d, stderr %q; want exit %d and \"no TX metadata area for checksum offload\"",
 			probe, code, stderr, cli.ExitError)
