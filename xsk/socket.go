@@ -102,24 +102,25 @@ type Socket struct {
 	// first WaitRX or WaitTX: a registered socket is polled by the
 	// netpoller's epoll on every wake-up, which in copy mode also
 	// transmits (xsk_poll), so sockets that never wait stay out of it.
-	pollOnce  sync.Once
-	pollErr   error
-	file      *os.File
-	rc        syscall.RawConn
-	umem      *umem.UMEM
-	first     bool   // fd is the UMEM's registration
-	shared    int    // otherwise: a duplicate of a bound socket's fd, until bind
-	inherited uint16 // and that socket's bind flags
-	ifindex   int
-	ifname    string
-	mac       net.HardwareAddr
-	queue     int
-	zc        bool
-	wakeup    bool // XDP_USE_NEED_WAKEUP
-	sg        bool
-	stocked   int      // frames stockFill lent to the Fill ring
-	features  Features // optional kernel features in use
-	owner     *Socket  // NewShared: the socket whose Fill and Completion rings this one uses
+	pollOnce   sync.Once
+	pollErr    error
+	file       *os.File
+	rc         syscall.RawConn
+	umem       *umem.UMEM
+	first      bool   // fd is the UMEM's registration
+	shared     int    // otherwise: a duplicate of a bound socket's fd, until bind
+	inherited  uint16 // and that socket's bind flags
+	ifindex    int
+	ifname     string
+	mac        net.HardwareAddr
+	queue      int
+	zc         bool
+	wakeup     bool // XDP_USE_NEED_WAKEUP
+	sg         bool
+	stocked    int      // frames stockFill lent to the Fill ring
+	stockAddrs []uint64 // their addresses, given back by Close
+	features   Features // optional kernel features in use
+	owner      *Socket  // NewShared: the socket whose Fill and Completion rings this one uses
 
 	fill FillRing
 	comp CompletionRing
@@ -415,6 +416,15 @@ func (s *Socket) Close() error {
 			if err := unix.Close(s.fd); err != nil {
 				errs = append(errs, os.NewSyscallError("close", err))
 			}
+		}
+		// The frames stockFill lent are the kernel's until the socket
+		// is gone: now they are free again.
+		if n := len(s.stockAddrs); n > 0 {
+			s.umem.Moved(umem.Fill, umem.Held, n)
+			if err := s.umem.PutBatch(s.stockAddrs); err != nil {
+				errs = append(errs, fmt.Errorf("xsk: the Fill ring's stock: %w", err))
+			}
+			s.stockAddrs = nil
 		}
 		s.closeErr = errors.Join(errs...)
 		s.after.run()

@@ -73,7 +73,7 @@ func (s *Socket) stockFill(c *Config) error {
 			return fmt.Errorf("xsk: %w", err)
 		}
 	}
-	s.stocked = k
+	s.stocked, s.stockAddrs = k, addrs[:k]
 	// The driver found the ring empty when the bind set its queue up and
 	// asked to be woken (need_wakeup) once it has frames. recvfrom would
 	// not wake it: the kernel answers ENOBUFS for a socket without RX

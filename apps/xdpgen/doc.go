@@ -41,6 +41,14 @@
 // 2048-byte UMEM frame leave as multi-buffer chains (XDP_USE_SG, Linux
 // 6.6+).
 //
+// xdpgen never reports success for frames that did not leave: every frame
+// it sends must come back on the completion ring. When frames are in
+// flight and none completes for -stall (5 s), the send loop stops with
+// "TX stalled"; frames still not completed -stall after the run are
+// reported (NotCompleted in the summary), and either makes xdpgen exit 1.
+// -duration is the time spent sending, counted from the end of set-up
+// (binding a NIC in zero-copy mode may take seconds).
+//
 // -size is the Ethernet frame length without the FCS (64..MTU+14), a
 // comma-separated list "64,594,1514" with optional weights "64:7,594:4"
 // cycled in order, or "imix" (64:7,594:4,1514:1; over IPv6 the smallest

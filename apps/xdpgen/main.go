@@ -18,7 +18,7 @@ import (
 const usage = `xdpgen: send UDP traffic through an AF_XDP socket.
 
 Usage: xdpgen -i IFACE -dst ADDR [-q N | -queues N|LIST] [-cpus LIST|none] [-rate PPS|BPS|max] [-count N] [-duration D] [-size N|LIST|imix]
-              [-flows N] [-ipv6] [-policy auto|offload|software|nt|plain] [-src ADDR] [-dst-mac MAC] [-timestamp]`
+              [-flows N] [-ipv6] [-policy auto|offload|software|nt|plain] [-src ADDR] [-dst-mac MAC] [-timestamp] [-stall D]`
 
 type config struct {
 	iface        string
@@ -32,6 +32,7 @@ type config struct {
 	rateS, sizeS string
 	count        uint64
 	duration     time.Duration
+	stall        time.Duration
 	ipv6         bool
 	policyS      string
 	batch        int
@@ -68,7 +69,8 @@ func main() {
 	fs.IntVar(&c.flows, "flows", 1, "number of flows (source ports), sent round-robin")
 	fs.StringVar(&c.rateS, "rate", "10k", "packets per second (10k, 1M), bit rate (500Mbps, 1Gbps) or max")
 	fs.Uint64Var(&c.count, "count", 0, "stop after this many packets (0: no limit)")
-	fs.DurationVar(&c.duration, "duration", 0, "stop after this long (0: no limit)")
+	fs.DurationVar(&c.duration, "duration", 0, "stop after this long of sending, counted from the end of set-up (0: no limit)")
+	fs.DurationVar(&c.stall, "stall", 5*time.Second, "fail when frames in flight see no completion for this long, and when the last frames are not completed within it after the run")
 	fs.StringVar(&c.sizeS, "size", "64", "frame length without FCS, a list 64,594,1514 (weights 64:7), or imix")
 	fs.BoolVar(&c.ipv6, "ipv6", false, "IPv6 (when -dst is a name or omitted family matters: requires an IPv6 -dst)")
 	fs.StringVar(&c.policyS, "policy", "auto", "copy and checksum policy: auto, offload, software, nt, plain")
@@ -84,7 +86,8 @@ func main() {
 		app.Fail("%v", err)
 	}
 
-	ctx, cancel := cli.RunContext(c.duration)
+	// -duration counts from the end of set-up (run starts it).
+	ctx, cancel := cli.SignalContext()
 	defer cancel()
 	sum, err := run(ctx, &c)
 	if sum != nil {
@@ -161,6 +164,9 @@ func (c *config) check() error {
 	}
 	if c.duration < 0 {
 		return fmt.Errorf("-duration %v: must be positive", c.duration)
+	}
+	if c.stall <= 0 {
+		return fmt.Errorf("-stall %v: must be positive", c.stall)
 	}
 	return cli.CheckMetricsAddr(c.metrics)
 }

@@ -27,6 +27,8 @@ type Summary struct {
 	Sent                    uint64 // packets queued on the TX rings
 	Bytes                   uint64
 	Completed               uint64 // frames the kernel completed
+	Frames                  uint64 // frames sent (more than Sent with multi-buffer)
+	NotCompleted            uint64 // frames sent and not completed at exit (an error beyond TXInvalid)
 	Seconds                 float64
 	Mpps, Mbps              float64
 	Policy                  string
@@ -49,6 +51,7 @@ type QueueSummary struct {
 	Queue, CPU, Flows int
 	Sent, Bytes       uint64
 	Completed         uint64
+	Frames            uint64
 	CPUSeconds        float64 // the queue thread's CPU time
 }
 
@@ -176,6 +179,12 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		fmt.Printf("xdpgen: metrics on http://%s/metrics\n", addr)
 	}
 
+	// -duration counts from here, the end of set-up.
+	if c.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.duration)
+		defer cancel()
+	}
 	cpu0 := cli.CPUTime()
 	start := time.Now()
 	runErr := cli.Run("xdpgen", c.quiet, func() error {
@@ -186,10 +195,15 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 				count = cli.QueueRate(c.count, q.Index, nq)
 				g.stopAtZero = count == 0
 			}
-			err := g.loop(ctx, count, pps/float64(nq), c.batch, &q.Counters.Packets, &q.Counters.Bytes)
-			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			err := g.loop(ctx, count, pps/float64(nq), c.batch, c.stall, &q.Counters.Packets, &q.Counters.Bytes)
+			// The last frames get the -stall bound to complete; what
+			// is still out then is reported below, as an error.
+			dctx, cancel := context.WithTimeout(context.Background(), c.stall)
 			defer cancel()
-			return errors.Join(err, g.s.Drain(dctx))
+			if derr := g.s.Drain(dctx); derr != nil && !errors.Is(derr, context.DeadlineExceeded) {
+				err = errors.Join(err, derr)
+			}
+			return err
 		})
 	}, total)
 	el := time.Since(start)
@@ -197,10 +211,14 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		g := gens[i]
 		st := g.s.Stats()
 		sum.Queues = append(sum.Queues, QueueSummary{Queue: q.ID, CPU: q.CPU, Flows: len(g.flows),
-			Sent: g.sent, Bytes: g.bytes, Completed: st.Completed, CPUSeconds: q.CPUTime().Seconds()})
+			Sent: g.sent, Bytes: g.bytes, Completed: st.Completed, Frames: st.Descs, CPUSeconds: q.CPUTime().Seconds()})
 		sum.Sent += g.sent
 		sum.Bytes += g.bytes
 		sum.Completed += st.Completed
+		sum.Frames += st.Descs
+		if st.Descs > st.Completed {
+			sum.NotCompleted += st.Descs - st.Completed
+		}
 		sum.Waits += g.waits
 		sum.Kicks += st.Kicks
 		if x, err := q.Sockets[0].Stats(); err == nil {
@@ -218,7 +236,15 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		sum.Accounting = err.Error()
 	}
 	sum.CPUSeconds = (cli.CPUTime() - cpu0).Seconds()
-	return sum, errors.Join(runErr, err)
+	// A frame sent and never completed left or not: no silent success.
+	// The kernel's invalid-descriptor count is the only account of such
+	// frames (it skips them without a completion in zero-copy mode).
+	var doneErr error
+	if sum.NotCompleted > sum.TXInvalid {
+		doneErr = fmt.Errorf("%d of %d frames sent were not completed within -stall %v (%d invalid descriptors): "+
+			"the TX ring stalled or the bind cannot transmit", sum.NotCompleted, sum.Frames, c.stall, sum.TXInvalid)
+	}
+	return sum, errors.Join(runErr, doneErr, err)
 }
 
 // openSet opens the queues with the UMEM flags of cfg: a TX metadata area

@@ -80,7 +80,7 @@ func TestPcapEndToEnd(t *testing.T) {
 	}
 	const port, want = 9000, 20
 	path := filepath.Join(t.TempDir(), "rx.pcap")
-	c := &config{iface: p.A.Name, port: port, count: want, pcap: path, snaplen: 65535, frames: 1024, ring: 256, xdpMode: "auto", quiet: true}
+	c := &config{iface: p.A.Name, port: port, count: want, pcap: path, snaplen: 65535, frames: 1024, ring: 256, xdpMode: "auto", quiet: true, napiDefer: -1}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()

@@ -213,7 +213,7 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 		s := cli.Sample{Packets: sum(func(r *receiver) *atomic.Uint64 { return &r.packets }),
 			Bytes: sum(func(r *receiver) *atomic.Uint64 { return &r.bytes })}
 		for _, r := range rs {
-			drops += r.gaps.Load() + r.badIP.Load() + r.badUDP.Load() + r.badData.Load()
+			drops += r.drops()
 			if multi {
 				s.Queues = append(s.Queues, r.packets.Load())
 			}
@@ -230,9 +230,7 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 		x := st.Sockets[0].XDP
 		qs := QueueSummary{Queue: q.ID, CPU: q.CPU, Packets: r.packets.Load(), Bytes: r.bytes.Load(), Valid: r.valid.Load(),
 			CPUSeconds: q.CPUTime().Seconds()}
-		if g, l := r.gaps.Load(), r.late.Load(); g > l {
-			qs.Lost = g - l
-		}
+		qs.Lost = r.lost()
 		out.Queues = append(out.Queues, qs)
 		out.Packets += qs.Packets
 		out.Bytes += qs.Bytes

@@ -39,6 +39,22 @@ type receiver struct {
 	_                                  cpu.CacheLinePad
 }
 
+// lost is what the summary calls lost: sequence numbers skipped less
+// those that came late (reordered), at least 0.
+func (r *receiver) lost() uint64 {
+	late := r.late.Load() // before gaps: a late arrival follows its gap
+	if g := r.gaps.Load(); g > late {
+		return g - late
+	}
+	return 0
+}
+
+// drops is the status line's running count of lost and bad datagrams:
+// a reordered datagram is not among them.
+func (r *receiver) drops() uint64 {
+	return r.lost() + r.badIP.Load() + r.badUDP.Load() + r.badData.Load()
+}
+
 // EndRound says "ready" after the poller's first round, when the Fill
 // ring has its frames.
 func (r *receiver) EndRound() {

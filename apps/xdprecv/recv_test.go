@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/xdpkit/xdpkit/apps/internal/cli"
 	"github.com/xdpkit/xdpkit/apps/internal/payload"
 	"github.com/xdpkit/xdpkit/csum"
 	"github.com/xdpkit/xdpkit/rxpath"
@@ -122,5 +124,31 @@ func TestReceivePartial(t *testing.T) {
 	deliver(r, b)
 	if r.partialUDP.Load() != 1 || r.badUDP.Load() != 1 || r.valid.Load() != 2 {
 		t.Fatalf("partial %d bad %d valid %d", r.partialUDP.Load(), r.badUDP.Load(), r.valid.Load())
+	}
+}
+
+// TestDropsNotReordered: the status line's drops count what the summary
+// calls lost, not reordered datagrams: a swap of two is no drop, a
+// datagram that never comes is one.
+func TestDropsNotReordered(t *testing.T) {
+	r := newReceiver()
+	m := cli.NewMeter()
+	sample := func() cli.Sample { return cli.Sample{Packets: r.packets.Load(), Drops: r.drops()} }
+	m.Line(sample())
+	for _, seq := range []uint64{0, 2, 1, 3, 5, 4, 6} { // each pair swapped, nothing lost
+		deliver(r, frame(seq, 100))
+	}
+	if d := r.drops(); d != 0 || r.lost() != 0 {
+		t.Errorf("7 datagrams, 2 pairs swapped, none lost: drops %d, lost %d (gaps %d, late %d)", d, r.lost(), r.gaps.Load(), r.late.Load())
+	}
+	if l := m.Line(sample()); !strings.Contains(l, "drops 0 ") {
+		t.Errorf("status line after reordering only: %q", l)
+	}
+	deliver(r, frame(8, 100)) // 7 skipped: lost
+	if d := r.drops(); d != 1 {
+		t.Errorf("one datagram skipped: drops %d, want 1", d)
+	}
+	if l := m.Line(sample()); !strings.Contains(l, "drops 1 ") {
+		t.Errorf("status line after one loss: %q", l)
 	}
 }

@@ -137,7 +137,7 @@ pkgdir() {
 # --- initramfs ---------------------------------------------------------------
 # modules SERIES_ROOT RELEASE: the module files the tests need, dependencies
 # first.
-MODULES="veth macvlan ipvlan bridge tun dummy 8021q netkit virtio_pci virtio_net"
+MODULES="veth macvlan ipvlan bridge tun dummy 8021q netkit virtio_pci virtio_net sch_tbf"
 modfile() { find "$1" -name "$2.ko" -o -name "$2.ko.xz" -o -name "$2.ko.zst" | head -1; }
 modcat() {
 	case $1 in

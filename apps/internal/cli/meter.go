@@ -50,7 +50,15 @@ func (m *Meter) Line(s Sample) string {
 	}
 	pps := float64(s.Packets-m.prev.Packets) / dt
 	mbps := float64(s.Bytes-m.prev.Bytes) * 8 / dt / 1e6
-	drops := s.Drops - m.prev.Drops
+	// Drops may fall back when a datagram counted lost comes late
+	// (reordered): the line shows no negative drops, and the next
+	// interval counts from the highest total seen.
+	var drops uint64
+	if s.Drops > m.prev.Drops {
+		drops = s.Drops - m.prev.Drops
+	} else {
+		s.Drops = m.prev.Drops
+	}
 	cpuPct := float64(cpu-m.prevCPU) / float64(now.Sub(m.last)) * 100
 	line := fmt.Sprintf("%7.1fs %10.0f pps %9.1f Mb/s  drops %d  cpu %5.1f%%  total %d pkts",
 		now.Sub(m.start).Seconds(), pps, mbps, drops, cpuPct, s.Packets)

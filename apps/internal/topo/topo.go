@@ -52,21 +52,7 @@ func Create(cfg *Config) (_ *Topology, err error) {
 		return nil, err
 	}
 	// Routes to the far subnets through the forwarder's ends.
-	if err := addRoutes(t.Gen, t.Out, t.In.B); err != nil {
-		return nil, err
-	}
-	if err := addRoutes(t.Recv, t.In, t.Out.A); err != nil {
-		return nil, err
-	}
-	err = t.Fwd.Do(func() error {
-		for _, k := range []string{"net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding"} {
-			if err := os.WriteFile("/proc/sys/"+k, []byte("1"), 0); err != nil && !(errors.Is(err, os.ErrNotExist) && k != "net/ipv4/ip_forward") {
-				return fmt.Errorf("sysctl %s: %w", k, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := t.wire(); err != nil {
 		return nil, err
 	}
 	if !c.KeepTxCsum {
@@ -82,6 +68,37 @@ func Create(cfg *Config) (_ *Topology, err error) {
 
 // addRoutes adds, in ns, routes to both subnets of far via the gateway's
 // addresses.
+// Wire makes a Topology of three namespaces and two pairs made elsewhere
+// (NIC pairs of vethns.NewNICPair, say; their owner removes them): in
+// joins gen (A) to fwd (B), out joins fwd (A) to recv (B). It adds the
+// routes and turns on forwarding in fwd, as Create does. Close is not for
+// such a Topology.
+func Wire(gen, fwd, recv *vethns.NS, in, out *vethns.Pair) (*Topology, error) {
+	t := &Topology{Gen: gen, Fwd: fwd, Recv: recv, In: in, Out: out}
+	if err := t.wire(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// wire adds the routes through fwd and turns forwarding on there.
+func (t *Topology) wire() error {
+	if err := addRoutes(t.Gen, t.Out, t.In.B); err != nil {
+		return err
+	}
+	if err := addRoutes(t.Recv, t.In, t.Out.A); err != nil {
+		return err
+	}
+	return t.Fwd.Do(func() error {
+		for _, k := range []string{"net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding"} {
+			if err := os.WriteFile("/proc/sys/"+k, []byte("1"), 0); err != nil && !(errors.Is(err, os.ErrNotExist) && k != "net/ipv4/ip_forward") {
+				return fmt.Errorf("sysctl %s: %w", k, err)
+			}
+		}
+		return nil
+	})
+}
+
 func addRoutes(ns *vethns.NS, far *vethns.Pair, gw *vethns.Link) error {
 	return ns.Do(func() error {
 		for _, r := range []struct{ dst, via netip.Prefix }{
