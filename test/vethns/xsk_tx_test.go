@@ -161,6 +161,13 @@ func runTX(t *testing.T, a, b *vethns.NS, p *vethns.Pair, family string, zc bool
 			return fmt.Errorf("tx_invalid_descs %d", st.TXInvalidDescs)
 		}
 		acct = u.Accounting()
+		// Close gives back the frames lent to the Fill ring.
+		if err := sock.Close(); err != nil {
+			return err
+		}
+		if a := u.Accounting(); a.Free != a.Total {
+			return fmt.Errorf("after Close: %s", a)
+		}
 		return nil
 	})
 	logCounters := func() {
