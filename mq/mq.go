@@ -427,14 +427,19 @@ func (s *Set) teardown() error {
 }
 
 // drain kicks every TX ring and reaps every completion ring until no
-// frame of any queue is on a TX ring, or until the timeout. Frames that
-// Senders sent are reaped by their Senders (Close); the others, which the
-// application produced itself, come back to the UMEM here.
+// frame of any queue is on a TX ring, or until the rings made no progress
+// for timeout (a slow or loaded machine completes later, not never; at
+// most 10 timeouts in all). Frames that Senders sent are reaped by their
+// Senders (Close); the others, which the application produced itself,
+// come back to the UMEM here.
 func (s *Set) drain(timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	deadline := start.Add(timeout)
 	addrs := make([]uint64, 256)
+	last := -1
 	for {
 		busy := false
+		left := 0
 		for _, q := range s.queues {
 			if q.UMEM == nil {
 				continue
@@ -450,6 +455,7 @@ func (s *Set) drain(timeout time.Duration) {
 				continue
 			}
 			busy = true
+			left += tx
 			for j, sk := range q.Sockets {
 				if sk.TX() == nil {
 					continue
@@ -469,7 +475,11 @@ func (s *Set) drain(timeout time.Duration) {
 				}
 			}
 		}
-		if !busy || time.Now().After(deadline) {
+		now := time.Now()
+		if left != last {
+			last, deadline = left, now.Add(timeout)
+		}
+		if !busy || now.After(deadline) || now.Sub(start) > 10*timeout {
 			return
 		}
 		time.Sleep(200 * time.Microsecond)
