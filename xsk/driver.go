@@ -44,7 +44,7 @@ var drivers = map[string]DriverNotes{
 		Note:   "XDP needs as many free TX queues as queues in use: ethtool -L IFACE combined N/2"},
 	"virtio_net": {Driver: "virtio_net",
 		Source: "drivers/net/virtio_net.c: virtnet_xsk_wakeup checks only the queue pair; virtnet_xdp_set needs curr_queue_pairs free TX queues",
-		Note:   "zero-copy needs VIRTIO_F_ACCESS_PLATFORM (QEMU iommu_platform=on) and Linux 6.11; XDP needs spare queue pairs (\"too few free TX rings\"): ethtool -L IFACE combined N/2"},
+		Note:   "zero-copy needs VIRTIO_F_ACCESS_PLATFORM (QEMU iommu_platform=on) and a kernel whose virtio_net advertises xsk-zerocopy (Debian's 6.17, not 6.12); XDP needs spare queue pairs (\"too few free TX rings\"): ethtool -L IFACE combined N/2"},
 	"veth": {Driver: "veth",
 		Source: "drivers/net/veth.c: no ndo_xsk_wakeup, so no zero-copy; native XDP on the peer's receive path",
 		Note:   "copy mode only"},

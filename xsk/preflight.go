@@ -168,7 +168,7 @@ func Preflight(ifname string, cfg *PreflightConfig) (*PreflightReport, error) {
 	default:
 		r.CopyCost = copyCost
 		add("zero-copy", "warn", fmt.Sprintf("driver %s does not offer AF_XDP zero-copy (xdp-features %s); %s", r.Driver, info.XDPFeatures, copyCost),
-			"a NIC whose driver has zero-copy (i40e, ice, ixgbe, mlx5_core, virtio_net with iommu_platform=on on Linux 6.11+)")
+			"a NIC whose driver has zero-copy (i40e, ice, ixgbe, mlx5_core; virtio_net with iommu_platform=on where the kernel advertises it)")
 	}
 
 	// Queues and channels.

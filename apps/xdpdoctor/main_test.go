@@ -42,6 +42,7 @@ func TestDoctorOnVeth(t *testing.T) {
 			t.Errorf("no %q line in\n%s", item, text)
 		}
 	}
+	t.Logf("xdpdoctor -i %s:\n%s", p.A.Name, text)
 	if !strings.Contains(text, "zero-copy:       no") || !strings.Contains(text, "veth") {
 		t.Errorf("the text does not say that veth has no zero-copy:\n%s", text)
 	}
