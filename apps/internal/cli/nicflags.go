@@ -139,4 +139,3 @@ func Explain(iface string, queues, frameSize, frames int, err error) error {
 // ErrPreflight matches the part of an Explain error that the preflight
 // found.
 var ErrPreflight = xsk.ErrPreflight
-
