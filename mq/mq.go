@@ -55,6 +55,11 @@ type Config struct {
 	// NoProgram attaches none (TX only).
 	Program   *xsk.ProgramConfig
 	NoProgram bool
+	// TXProgram is the rule for TX-only sockets (NoProgram with
+	// Socket.NoRX): where it says so, each interface gets a native XDP
+	// program that passes everything, which some drivers need for
+	// zero-copy TX (xsk.Socket.AttachTXProgram), released on Close.
+	TXProgram xsk.TXProgram
 	// Poller configures each queue's Poller; NoPoller makes none (TX
 	// only, or an application that reads the rings itself).
 	Poller   rxpath.Config
@@ -222,6 +227,11 @@ func (s *Set) open() error {
 				return fmt.Errorf("mq: queue %d of %s: %w", id, name, err)
 			}
 			q.Sockets = append(q.Sockets, sk)
+			if c.NoProgram && c.Socket.NoRX {
+				if _, err := sk.AttachTXProgram(c.TXProgram); err != nil {
+					return fmt.Errorf("mq: queue %d of %s: %w", id, name, err)
+				}
+			}
 			if c.Sender != nil {
 				snd, err := txpath.New(sk, c.Sender)
 				if err != nil {

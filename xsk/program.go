@@ -25,6 +25,15 @@ type Filter struct {
 	// kernel (the host's own addresses). IPv4-mapped IPv6 addresses are
 	// treated as IPv4. At most MaxPassDst entries.
 	PassDst []netip.Addr
+
+	// The fields a receiver of replies needs; filter.go describes them.
+	DstPortRanges            []PortRange
+	SrcPorts                 []uint16
+	SrcPortRanges            []PortRange
+	SrcPrefixes, DstPrefixes []netip.Prefix
+	VLANs                    []uint16
+	EtherTypes               []uint16
+	Management               bool
 }
 
 // MaxPassDst is the most addresses Filter.PassDst may hold.
@@ -85,7 +94,7 @@ func AttachProgram(ifname string, cfg *ProgramConfig) (*Program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q: %w", ErrNoDevice, ifname, err)
 	}
-	p, err := xdpprog.Load(&xdpprog.Config{Filter: (*xdpprog.Filter)(c.Filter), Frags: c.Frags, MaxQueues: c.MaxQueues,
+	p, err := xdpprog.Load(&xdpprog.Config{Filter: c.Filter.prog(), Frags: c.Frags, MaxQueues: c.MaxQueues,
 		Metadata: c.Metadata, Ifindex: ifi.Index})
 	if err != nil {
 		return nil, attachError(err)

@@ -18,6 +18,8 @@ Usage: xdpfwd -i IFACE [-o IFACE] [-mode l3|l2] [-dst-mac MAC] [-q N | -queues N
 type config struct {
 	in, out   string
 	qf        cli.QueueFlags
+	nic       cli.NICFlags
+	frameSize int // from -frame-size and the drivers
 	queues    []int
 	cpus      []int // nil: not pinned
 	mode      string
@@ -43,11 +45,12 @@ func main() {
 	fs.StringVar(&c.in, "iface", "", "same as -i")
 	fs.StringVar(&c.out, "o", "", "output interface (default: the input interface, hairpin)")
 	c.qf.Register(fs)
+	c.nic.Register(fs, true)
 	fs.StringVar(&c.mode, "mode", "l3", "l3 (TTL decrement, next hop from the neighbour table) or l2 (MAC rewrite)")
 	fs.StringVar(&c.dstMAC, "dst-mac", "", "l2: destination MAC of frames sent out of -o (default: learned)")
 	fs.DurationVar(&c.duration, "duration", 0, "stop after this long (default: until SIGINT/SIGTERM)")
 	fs.StringVar(&c.metrics, "metrics", "", "serve Prometheus metrics on this loopback address (e.g. 127.0.0.1:9101)")
-	fs.IntVar(&c.frames, "frames", 16384, "UMEM frames (2048 bytes each), per queue")
+	fs.IntVar(&c.frames, "frames", 16384, "UMEM frames (of -frame-size bytes), per queue")
 	fs.IntVar(&c.ring, "ring", 4096, "size of each ring (power of two)")
 	fs.IntVar(&c.batch, "batch", 64, "descriptors per TX submission")
 	fs.IntVar(&c.icmpRate, "icmp-rate", 100, "l3: ICMP time exceeded messages per second at most, per queue (0: none)")

@@ -87,6 +87,17 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	default:
 		mode = xsk.AttachAuto
 	}
+	for _, name := range names {
+		fs, err := c.nic.Frame(name)
+		if err != nil {
+			return nil, err
+		}
+		c.frameSize = max(c.frameSize, fs)
+	}
+	filter, err := c.nic.Filter(&xsk.Filter{IPv4UDP: true, IPv4TCP: true, IPv6UDP: true, IPv6TCP: true, PassDst: own})
+	if err != nil {
+		return nil, err
+	}
 	ifis := make([]*net.Interface, len(names))
 	software := make([]bool, len(names))
 	featuresFrom := make([]string, len(names))
@@ -102,7 +113,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		}
 		// 2048-byte frames hold 2048-256 (XDP headroom) bytes of a packet:
 		// larger ones come as multi-buffer chains.
-		jumbo = jumbo || ifis[i].MTU+14+8 > 2048-256
+		jumbo = jumbo || ifis[i].MTU+14+8 > c.frameSize-256
 	}
 	sz := uint32(c.ring)
 	cfg := &mq.Config{
@@ -110,9 +121,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		UMEM:    umemConfig(c),
 		Socket: xsk.Config{RXSize: sz, TXSize: sz, FillSize: sz, CompletionSize: sz,
 			MaxTXBudget: min(256, sz), MultiBuffer: jumbo},
-		Program: &xsk.ProgramConfig{Mode: mode, Filter: &xsk.Filter{
-			IPv4UDP: true, IPv4TCP: true, IPv6UDP: true, IPv6TCP: true, PassDst: own,
-		}},
+		Program: &xsk.ProgramConfig{Mode: mode, Filter: filter},
 		// Each Fill ring holds one ring's worth of frames; the rest of the
 		// UMEM is for frames in flight on the TX rings.
 		Poller: rxpath.Config{CopyThreshold: -1, FillFrames: c.ring, Coalesce: c.coalesce, Thread: c.thread},
@@ -120,7 +129,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	cli.QueueConfig(cfg, c.queues, c.cpus)
 	set, err := mq.Open(cfg)
 	if err != nil {
-		return nil, err
+		return nil, cli.Explain(c.in, len(c.queues), c.frameSize, c.frames, err)
 	}
 	fwds := make([]*forwarder, len(set.Queues()))
 	for i, q := range set.Queues() {
@@ -262,7 +271,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 
 // umemConfig: each queue's UMEM, shared by its two sockets.
 func umemConfig(c *config) umem.Config {
-	return umem.Config{FrameSize: 2048, FrameCount: uint32(c.frames)}
+	return umem.Config{FrameSize: uint32(max(c.frameSize, xsk.FrameSizeDefault)), FrameCount: uint32(c.frames)}
 }
 
 // finish sends what is pending when the poller stopped, and waits (at

@@ -23,6 +23,8 @@ Usage: xdpgen -i IFACE -dst ADDR [-q N | -queues N|LIST] [-cpus LIST|none] [-rat
 type config struct {
 	iface        string
 	qf           cli.QueueFlags
+	nic          cli.NICFlags
+	txProgS      string
 	queues       []int
 	cpus         []int // nil: not pinned
 	src, dst     string
@@ -61,6 +63,8 @@ func main() {
 	fs.StringVar(&c.iface, "i", "", "interface to send on (required)")
 	fs.StringVar(&c.iface, "iface", "", "same as -i")
 	c.qf.Register(fs)
+	c.nic.Register(fs, false)
+	fs.StringVar(&c.txProgS, "tx-program", "auto", "native pass-everything XDP program for zero-copy TX: auto (where the driver needs one), always, never")
 	fs.StringVar(&c.dst, "dst", "", "destination address (required)")
 	fs.StringVar(&c.src, "src", "", "source address (default: the route's preferred source)")
 	fs.StringVar(&c.dstMAC, "dst-mac", "", "next hop MAC (default: from the neighbour table)")
@@ -75,7 +79,7 @@ func main() {
 	fs.BoolVar(&c.ipv6, "ipv6", false, "IPv6 (when -dst is a name or omitted family matters: requires an IPv6 -dst)")
 	fs.StringVar(&c.policyS, "policy", "auto", "copy and checksum policy: auto, offload, software, nt, plain")
 	fs.IntVar(&c.batch, "batch", 64, "packets per TX submission")
-	fs.IntVar(&c.frames, "frames", 4096, "UMEM frames (2048 bytes each), per queue")
+	fs.IntVar(&c.frames, "frames", 4096, "UMEM frames (of -frame-size bytes), per queue")
 	fs.IntVar(&c.ttl, "ttl", 64, "IPv4 TTL / IPv6 hop limit")
 	fs.StringVar(&c.metrics, "metrics", "", "serve Prometheus metrics on this loopback address (e.g. 127.0.0.1:9102)")
 	fs.BoolVar(&c.quiet, "quiet", false, "no status line per second")

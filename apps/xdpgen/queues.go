@@ -86,9 +86,17 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	for _, n := range c.sizes {
 		maxSize = max(maxSize, n)
 	}
-	// A frame holds 2048 bytes minus the TX metadata: larger packets
+	frameSize, err := c.nic.Frame(c.iface)
+	if err != nil {
+		return nil, err
+	}
+	txProg, err := xsk.ParseTXProgram(c.txProgS)
+	if err != nil {
+		return nil, err
+	}
+	// A frame holds its size minus the TX metadata: larger packets
 	// leave as multi-buffer chains.
-	jumbo := maxSize > 2048-umem.TxMetadataSize
+	jumbo := maxSize > frameSize-umem.TxMetadataSize
 	// XDP_UMEM_TX_SW_CSUM for the auto policy on a software device, where
 	// the kernel's software checksum is one of the two ways to right bytes
 	// (txpath.Decision picks the cheaper).
@@ -100,16 +108,17 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	}
 	cfg := &mq.Config{
 		Ifnames:   []string{c.iface},
-		UMEM:      umem.Config{FrameSize: 2048, FrameCount: uint32(c.frames), TxMetadataLen: umem.TxMetadataSize, TxSwCsum: swCsum},
+		UMEM:      umem.Config{FrameSize: uint32(frameSize), FrameCount: uint32(c.frames), TxMetadataLen: umem.TxMetadataSize, TxSwCsum: swCsum},
 		Socket:    xsk.Config{NoRX: true, MaxTXBudget: 256, MultiBuffer: jumbo},
 		NoProgram: true,
+		TXProgram: txProg,
 		NoPoller:  true,
 		Sender:    &txpath.Config{Policy: c.policy, BatchSize: c.batch},
 	}
 	cli.QueueConfig(cfg, c.queues, c.cpus)
 	set, umemNote, err := openSet(cfg)
 	if err != nil {
-		return nil, err
+		return nil, cli.Explain(c.iface, nq, frameSize, c.frames, err)
 	}
 	gens := make([]*gen, nq)
 	pat := payload.Pattern(max(2048, maxSize))

@@ -18,6 +18,7 @@ Usage: xdprecv -i IFACE [-q N | -queues N|LIST] [-cpus LIST|none] [-port N] [-co
 type config struct {
 	iface    string
 	qf       cli.QueueFlags
+	nic      cli.NICFlags
 	queues   []int
 	cpus     []int // nil: not pinned
 	port     int
@@ -48,13 +49,14 @@ func main() {
 	fs.StringVar(&c.iface, "i", "", "interface to receive on (required)")
 	fs.StringVar(&c.iface, "iface", "", "same as -i")
 	c.qf.Register(fs)
+	c.nic.Register(fs, true)
 	fs.IntVar(&c.port, "port", 9000, "UDP destination port to take (0: every UDP datagram)")
 	fs.Uint64Var(&c.count, "count", 0, "stop after this many generator packets (0: no limit)")
 	fs.DurationVar(&c.duration, "duration", 0, "stop after this long (0: until SIGINT/SIGTERM)")
 	fs.StringVar(&c.pcap, "pcap", "", "write received packets to this pcap file")
 	fs.IntVar(&c.snaplen, "snaplen", 65535, "bytes of each packet written to the pcap file")
 	fs.StringVar(&c.metrics, "metrics", "", "serve Prometheus metrics on this loopback address (e.g. 127.0.0.1:9103)")
-	fs.IntVar(&c.frames, "frames", 8192, "UMEM frames (2048 bytes each), per queue")
+	fs.IntVar(&c.frames, "frames", 8192, "UMEM frames (of -frame-size bytes), per queue")
 	fs.IntVar(&c.ring, "ring", 4096, "RX and Fill ring size (power of two)")
 	fs.StringVar(&c.xdpMode, "xdp-mode", "auto", "XDP attach mode: auto, native or generic")
 	fs.BoolVar(&c.quiet, "quiet", false, "no status line per second")

@@ -91,6 +91,14 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 	if c.port > 0 {
 		filter.DstPorts = []uint16{uint16(c.port)}
 	}
+	filter, err = c.nic.Filter(filter)
+	if err != nil {
+		return nil, errors.Join(err, closePcap())
+	}
+	frameSize, err := c.nic.Frame(c.iface)
+	if err != nil {
+		return nil, errors.Join(err, closePcap())
+	}
 	mode := xsk.AttachAuto
 	switch strings.ToLower(c.xdpMode) {
 	case "native":
@@ -101,17 +109,17 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 	sz := uint32(c.ring)
 	cfg := &mq.Config{
 		Ifnames: []string{c.iface},
-		UMEM:    umem.Config{FrameSize: 2048, FrameCount: uint32(c.frames)},
+		UMEM:    umem.Config{FrameSize: uint32(frameSize), FrameCount: uint32(c.frames)},
 		// 2048-byte frames hold 1792 bytes of a packet: larger ones come
 		// as multi-buffer chains.
-		Socket:  xsk.Config{NoTX: true, RXSize: sz, FillSize: sz, MultiBuffer: ifi.MTU+14+8 > 2048-256},
+		Socket:  xsk.Config{NoTX: true, RXSize: sz, FillSize: sz, MultiBuffer: ifi.MTU+14+8 > frameSize-256},
 		Program: &xsk.ProgramConfig{Filter: filter, Mode: mode, Metadata: c.latency},
 	}
 	cfg.Poller.Metadata, cfg.Poller.Coalesce, cfg.Poller.Thread = c.latency, c.coalesce, c.thread
 	cli.QueueConfig(cfg, c.queues, c.cpus)
 	set, err := mq.Open(cfg)
 	if err != nil {
-		return nil, errors.Join(err, closePcap())
+		return nil, errors.Join(cli.Explain(c.iface, len(c.queues), frameSize, c.frames, err), closePcap())
 	}
 	// The NAPI instances exist now (veth: with the XDP program attached);
 	// the old settings go back before the program goes (set.Close).

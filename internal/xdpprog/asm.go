@@ -122,8 +122,12 @@ func (b *builder) filter(f *filter) {
 		asm.HostTo(asm.BE, asm.R2, asm.Half),
 		asm.JEq.Imm(asm.R2, ethP8021Q, lblVLAN),
 		asm.JEq.Imm(asm.R2, ethP8021AD, lblVLAN),
-		asm.Ja.Label(lblL3),
 	)
+	if len(f.vlans) > 0 {
+		b.emit(asm.Ja.Label(lblPass)) // untagged
+	} else {
+		b.emit(asm.Ja.Label(lblL3))
+	}
 	b.mark(lblVLAN)
 	b.emit(
 		asm.Add.Imm(asm.R9, vlanHdrLen),
@@ -131,7 +135,9 @@ func (b *builder) filter(f *filter) {
 		asm.LoadMem(asm.R2, asm.R7, ethHdrLen+2, asm.Half),
 		asm.HostTo(asm.BE, asm.R2, asm.Half),
 	)
+	b.vlanIDs(f) // filter_asm.go
 	b.mark(lblL3)
+	b.etherTypes(f) // filter_asm.go
 	if f.v4() {
 		b.emit(asm.JEq.Imm(asm.R2, ethPIPv4, lblIPv4))
 	}
@@ -145,6 +151,9 @@ func (b *builder) filter(f *filter) {
 	}
 	if f.v6() {
 		b.ipv6(f)
+	}
+	if !f.v4() && !f.v6() {
+		return // no L4 code: the verifier refuses unreachable instructions
 	}
 
 	// L4: R9 = UDP/TCP header, R4 = protocol. The whole minimal header
@@ -160,24 +169,34 @@ func (b *builder) filter(f *filter) {
 	b.emit(asm.Add.Imm(asm.R1, tcpMinHdrLen))
 	b.mark(lblL4Check)
 	b.emit(asm.JGT.Reg(asm.R1, asm.R8, lblPass))
-	if len(f.ports) > 0 {
-		// bit (port & 7) of byte (port >> 3) of the port bitmap.
-		b.emit(
-			asm.LoadMem(asm.R2, asm.R9, 2, asm.Half),
-			asm.HostTo(asm.BE, asm.R2, asm.Half),
-			asm.And.Imm(asm.R2, 0xffff), // bounds for the verifier
-			asm.Mov.Reg(asm.R3, asm.R2),
-			asm.RSh.Imm(asm.R3, 3),
-			asm.LoadMapValue(asm.R1, 0, 0).WithReference(symPorts),
-			asm.Add.Reg(asm.R1, asm.R3),
-			asm.LoadMem(asm.R1, asm.R1, 0, asm.Byte),
-			asm.And.Imm(asm.R2, 7),
-			asm.RSh.Reg(asm.R1, asm.R2),
-			asm.And.Imm(asm.R1, 1),
-			asm.JEq.Imm(asm.R1, 0, lblPass),
-		)
+	b.management(f) // filter_asm.go
+	if f.dstBits != nil {
+		b.portBitmap(2, 0)
+	}
+	if f.srcBits != nil {
+		b.portBitmap(0, portBitmapSize)
 	}
 	// falls through to redirect
+}
+
+// portBitmap passes the packet unless the port at offset off of the L4
+// header has its bit set in the port bitmap at mapOff of the port map:
+// bit (port & 7) of byte (port >> 3).
+func (b *builder) portBitmap(off int16, mapOff uint32) {
+	b.emit(
+		asm.LoadMem(asm.R2, asm.R9, off, asm.Half),
+		asm.HostTo(asm.BE, asm.R2, asm.Half),
+		asm.And.Imm(asm.R2, 0xffff), // bounds for the verifier
+		asm.Mov.Reg(asm.R3, asm.R2),
+		asm.RSh.Imm(asm.R3, 3),
+		asm.LoadMapValue(asm.R1, 0, mapOff).WithReference(symPorts),
+		asm.Add.Reg(asm.R1, asm.R3),
+		asm.LoadMem(asm.R1, asm.R1, 0, asm.Byte),
+		asm.And.Imm(asm.R2, 7),
+		asm.RSh.Reg(asm.R1, asm.R2),
+		asm.And.Imm(asm.R1, 1),
+		asm.JEq.Imm(asm.R1, 0, lblPass),
+	)
 }
 
 // proto passes packets whose L4 protocol (in reg) is not selected.
@@ -219,12 +238,13 @@ func (b *builder) ipv4(f *filter) {
 			b.emit(asm.JEq.Imm32(asm.R5, int32(binary.NativeEndian.Uint32(a[:])), lblPass))
 		}
 	}
+	b.prefixes4(f) // filter_asm.go
 	// Flags and fragment offset.
 	b.emit(
 		asm.LoadMem(asm.R5, asm.R9, 6, asm.Half),
 		asm.HostTo(asm.BE, asm.R5, asm.Half),
 	)
-	if len(f.ports) > 0 {
+	if f.anyPorts() {
 		// Any fragment (MF or offset): the kernel gets all pieces.
 		b.emit(
 			asm.And.Imm(asm.R5, 0x3fff),
@@ -288,6 +308,7 @@ func (b *builder) ipv6(f *filter) {
 			b.mark(next)
 		}
 	}
+	b.prefixes6(f) // filter_asm.go
 	b.emit(asm.Add.Imm(asm.R9, ipv6HdrLen))
 	// falls through to L4
 }

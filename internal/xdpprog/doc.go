@@ -23,9 +23,20 @@
 // malformed frames, other protocols and ports, and packets addressed to one
 // of Filter.PassDst — goes to the kernel with XDP_PASS.
 //
-// IPv4 fragments: without DstPorts every fragment of a selected protocol is
-// redirected (non-first fragments carry no L4 header to check). With
-// DstPorts, every fragment (MF set or non-zero offset) goes to the kernel, so
+// The reply fields narrow this further, each a chain of compares against
+// immediates (filter_asm.go), so no helper is called and only the packet is
+// read: source ports and port ranges (a second bitmap in the port map),
+// source and destination prefixes (a bounded list per field, MaxPrefixes,
+// compared word by word under the prefix's mask), VLAN IDs of the one tag,
+// EtherTypes whose frames are redirected whole, and Management, which keeps
+// ARP and SSH in the kernel. A bounded list rather than an LPM trie keeps
+// the program free of helper calls and stack keys; 64 prefixes cost at most
+// a few hundred instructions on the path of a packet that matches none.
+//
+// IPv4 fragments: without a port field every fragment of a selected
+// protocol is redirected (non-first fragments carry no L4 header to
+// check). With a port field or Management, every fragment (MF set or
+// non-zero offset) goes to the kernel, so
 // that the kernel sees all pieces of a datagram and can reassemble it; the
 // first fragment is not split off to the socket.
 //

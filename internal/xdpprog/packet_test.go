@@ -24,6 +24,7 @@ var (
 // frame is a description of a test frame; bytes() renders it.
 type frame struct {
 	vlans     []uint16 // TPIDs of VLAN tags, outermost first
+	vids      []uint16 // their VLAN IDs; 100, 101, ... when nil
 	etype     uint16
 	v4        *ipv4Hdr
 	v6        *ipv6Hdr
@@ -38,19 +39,25 @@ type ipv4Hdr struct {
 	proto    uint8
 	fragWord uint16 // flags (MF=0x2000, DF=0x4000) and offset
 	dst      netip.Addr
+	src      netip.Addr // srcV4 unless set
 }
 
 type ipv6Hdr struct {
 	version uint8 // 6 unless set
 	next    uint8
 	dst     netip.Addr
+	src     netip.Addr // srcV6 unless set
 }
 
 func (f frame) bytes() []byte {
 	b := append(slices.Clone(macB), macA...)
 	for i, tpid := range f.vlans {
 		b = binary.BigEndian.AppendUint16(b, tpid)
-		b = binary.BigEndian.AppendUint16(b, uint16(100+i)) // VID
+		vid := uint16(100 + i)
+		if i < len(f.vids) {
+			vid = f.vids[i]
+		}
+		b = binary.BigEndian.AppendUint16(b, vid)
 	}
 	b = binary.BigEndian.AppendUint16(b, f.etype)
 	payload := f.l4
@@ -78,7 +85,11 @@ func (f frame) bytes() []byte {
 		binary.BigEndian.PutUint16(ip[6:], h.fragWord)
 		ip[8] = 64
 		ip[9] = h.proto
-		s, d := srcV4.As4(), h.dst.As4()
+		src := srcV4
+		if h.src.IsValid() {
+			src = h.src
+		}
+		s, d := src.As4(), h.dst.As4()
 		copy(ip[12:], s[:])
 		copy(ip[16:], d[:])
 		for i := 20; i < hl; i++ {
@@ -96,7 +107,11 @@ func (f frame) bytes() []byte {
 		binary.BigEndian.PutUint16(ip[4:], uint16(len(payload)))
 		ip[6] = h.next
 		ip[7] = 64
-		s, d := srcV6.As16(), h.dst.As16()
+		src := srcV6
+		if h.src.IsValid() {
+			src = h.src
+		}
+		s, d := src.As16(), h.dst.As16()
 		copy(ip[8:], s[:])
 		copy(ip[24:], d[:])
 		b = append(append(b, ip...), payload...)
@@ -161,6 +176,67 @@ func neighSolicit() frame {
 
 func withVLAN(f frame, tpids ...uint16) frame { f.vlans = tpids; return f }
 
+// withSrc returns f with source address src.
+func withSrc(f frame, src netip.Addr) frame {
+	if f.v4 != nil {
+		h := *f.v4
+		h.src = src
+		f.v4 = &h
+	} else {
+		h := *f.v6
+		h.src = src
+		f.v6 = &h
+	}
+	return f
+}
+
+// withSport returns f (UDP or TCP) with source port p.
+func withSport(f frame, p uint16) frame {
+	f.l4 = slices.Clone(f.l4)
+	binary.BigEndian.PutUint16(f.l4, p)
+	return f
+}
+
+// withVIDs returns f with VLAN tags (802.1Q) carrying these IDs.
+func withVIDs(f frame, vids ...uint16) frame {
+	f.vlans = make([]uint16, len(vids))
+	for i := range vids {
+		f.vlans[i] = ethP8021Q
+	}
+	f.vids = vids
+	return f
+}
+
+// ethFrame is a non-IP frame of EtherType et.
+func ethFrame(et uint16) frame { return frame{etype: et, l4: make([]byte, 46)} }
+
+// inPorts reports whether p is in ports or one of ranges.
+func inPorts(p uint16, ports []uint16, ranges []PortRange) bool {
+	if slices.Contains(ports, p) {
+		return true
+	}
+	for _, r := range ranges {
+		if r.First <= p && p <= r.Last {
+			return true
+		}
+	}
+	return false
+}
+
+// inPrefixes reports whether a is in one of ps (IPv4-mapped prefixes of
+// at least 96 bits count as IPv4).
+func inPrefixes(a netip.Addr, ps []netip.Prefix) bool {
+	for _, p := range ps {
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
 // refRedirect is the filter's specification written plainly in Go: does
 // filter f send frame b to the socket?
 func refRedirect(f *Filter, b []byte) bool {
@@ -176,15 +252,31 @@ func refRedirect(f *Filter, b []byte) bool {
 	}
 	etype := binary.BigEndian.Uint16(b[12:])
 	l3 := 14
+	tagged := false
 	if etype == ethP8021Q || etype == ethP8021AD {
 		if len(b) < 18 {
 			return false
 		}
+		if len(f.VLANs) > 0 && !slices.Contains(f.VLANs, binary.BigEndian.Uint16(b[14:])&0xfff) {
+			return false
+		}
 		etype = binary.BigEndian.Uint16(b[16:])
 		l3 = 18
+		tagged = true
 	}
+	if len(f.VLANs) > 0 && !tagged {
+		return false
+	}
+	if f.Management && etype == ethPARP {
+		return false
+	}
+	if slices.Contains(f.EtherTypes, etype) {
+		return true
+	}
+	ports := len(f.DstPorts)+len(f.DstPortRanges)+len(f.SrcPorts)+len(f.SrcPortRanges) > 0 || f.Management
 	var proto uint8
 	var l4 int
+	var src, dst netip.Addr
 	switch {
 	case etype == ethPIPv4 && n.v4():
 		if len(b) < l3+20 || b[l3]>>4 != 4 || b[l3]&0xf < 5 {
@@ -194,14 +286,18 @@ func refRedirect(f *Filter, b []byte) bool {
 		if !(proto == protoUDP && n.udp4 || proto == protoTCP && n.tcp4) {
 			return false
 		}
-		if slices.Contains(n.pass4, [4]byte(b[l3+16:l3+20])) {
+		src, dst = netip.AddrFrom4([4]byte(b[l3+12:])), netip.AddrFrom4([4]byte(b[l3+16:]))
+		if slices.Contains(n.pass4, dst.As4()) {
+			return false
+		}
+		if len(f.SrcPrefixes) > 0 && !inPrefixes(src, f.SrcPrefixes) || len(f.DstPrefixes) > 0 && !inPrefixes(dst, f.DstPrefixes) {
 			return false
 		}
 		frag := binary.BigEndian.Uint16(b[l3+6:])
-		if len(n.ports) > 0 && frag&0x3fff != 0 {
+		if ports && frag&0x3fff != 0 {
 			return false
 		}
-		if len(n.ports) == 0 && frag&0x1fff != 0 {
+		if !ports && frag&0x1fff != 0 {
 			return true
 		}
 		l4 = l3 + int(b[l3]&0xf)*4
@@ -213,7 +309,11 @@ func refRedirect(f *Filter, b []byte) bool {
 		if !(proto == protoUDP && n.udp6 || proto == protoTCP && n.tcp6) {
 			return false
 		}
-		if slices.Contains(n.pass6, [16]byte(b[l3+24:l3+40])) {
+		src, dst = netip.AddrFrom16([16]byte(b[l3+8:])), netip.AddrFrom16([16]byte(b[l3+24:]))
+		if slices.Contains(n.pass6, dst.As16()) {
+			return false
+		}
+		if len(f.SrcPrefixes) > 0 && !inPrefixes(src, f.SrcPrefixes) || len(f.DstPrefixes) > 0 && !inPrefixes(dst, f.DstPrefixes) {
 			return false
 		}
 		l4 = l3 + 40
@@ -227,8 +327,15 @@ func refRedirect(f *Filter, b []byte) bool {
 	if len(b) < l4+min {
 		return false
 	}
-	if len(n.ports) > 0 {
-		return slices.Contains(n.ports, binary.BigEndian.Uint16(b[l4+2:]))
+	sport, dport := binary.BigEndian.Uint16(b[l4:]), binary.BigEndian.Uint16(b[l4+2:])
+	if f.Management && proto == protoTCP && (sport == portSSH || dport == portSSH) {
+		return false
+	}
+	if len(f.DstPorts)+len(f.DstPortRanges) > 0 && !inPorts(dport, f.DstPorts, f.DstPortRanges) {
+		return false
+	}
+	if len(f.SrcPorts)+len(f.SrcPortRanges) > 0 && !inPorts(sport, f.SrcPorts, f.SrcPortRanges) {
+		return false
 	}
 	return true
 }

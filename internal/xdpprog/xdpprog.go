@@ -68,7 +68,40 @@ type Filter struct {
 	// kernel (the host's own addresses). IPv4-mapped IPv6 addresses are
 	// treated as IPv4. At most MaxPassDst entries.
 	PassDst []netip.Addr
+
+	// DstPortRanges adds inclusive ranges to DstPorts.
+	DstPortRanges []PortRange
+	// SrcPorts and SrcPortRanges, if either is not empty, restrict
+	// redirection to these UDP/TCP source ports (the replies to a client
+	// or a scanner). With any port field, every IPv4 fragment goes to the
+	// kernel.
+	SrcPorts      []uint16
+	SrcPortRanges []PortRange
+	// SrcPrefixes and DstPrefixes, if not empty, restrict redirection to
+	// packets whose source (destination) address lies in one of the
+	// prefixes; a packet of a family with no prefix in a non-empty list
+	// goes to the kernel. At most MaxPrefixes each.
+	SrcPrefixes, DstPrefixes []netip.Prefix
+	// VLANs, if not empty, restricts redirection to frames with one
+	// 802.1Q or 802.1ad tag whose VLAN ID is listed; untagged frames go
+	// to the kernel. A tag the NIC strips on receive (ethtool -k
+	// rx-vlan-offload) is not in the frame the program sees.
+	VLANs []uint16
+	// EtherTypes lists non-IP EtherTypes whose frames are redirected
+	// whole (after at most one VLAN tag). With EtherTypes and none of
+	// the protocol, port and prefix fields set, no IP packet is
+	// redirected. IPv4, IPv6, VLAN TPIDs and lengths (below 0x0600) are
+	// refused. At most MaxEtherTypes.
+	EtherTypes []uint16
+	// Management keeps the host's management traffic in the kernel
+	// whatever else matches: ARP, TCP from or to port 22 (SSH) and every
+	// IPv4 fragment. Neighbour discovery and other ICMP never match.
+	// The host's own addresses go in PassDst.
+	Management bool
 }
+
+// PortRange is an inclusive range of UDP/TCP ports.
+type PortRange struct{ First, Last uint16 }
 
 // Config configures Load. A nil *Config means defaults.
 type Config struct {
@@ -147,7 +180,7 @@ type Program struct {
 	cfg    Config    // validated copy; Filter is normalised
 	filter *filter   // nil: redirect everything
 	xsks   *ebpf.Map // XSKMAP, queue index -> AF_XDP socket
-	ports  *ebpf.Map // port bitmap (8192 bytes), nil without DstPorts
+	ports  *ebpf.Map // port bitmaps (destination, source), nil without port fields
 	prog   *ebpf.Program
 	frags  bool      // prog was loaded with BPF_F_XDP_HAS_FRAGS
 	meta   *metaPlan // RX metadata variant, nil without Config.Metadata
@@ -179,6 +212,13 @@ func Load(cfg *Config) (*Program, error) {
 		cp := *c.Filter
 		cp.DstPorts = slices.Clone(cp.DstPorts)
 		cp.PassDst = slices.Clone(cp.PassDst)
+		cp.DstPortRanges = slices.Clone(cp.DstPortRanges)
+		cp.SrcPorts = slices.Clone(cp.SrcPorts)
+		cp.SrcPortRanges = slices.Clone(cp.SrcPortRanges)
+		cp.SrcPrefixes = slices.Clone(cp.SrcPrefixes)
+		cp.DstPrefixes = slices.Clone(cp.DstPrefixes)
+		cp.VLANs = slices.Clone(cp.VLANs)
+		cp.EtherTypes = slices.Clone(cp.EtherTypes)
 		c.Filter = &cp
 	}
 
@@ -193,7 +233,7 @@ func Load(cfg *Config) (*Program, error) {
 	if err != nil {
 		return nil, wrap("create XSKMAP", capsLoad, err)
 	}
-	if f != nil && len(f.ports) > 0 {
+	if f != nil && (f.dstBits != nil || f.srcBits != nil) {
 		if err := p.loadPorts(); err != nil {
 			p.closeAll()
 			return nil, err
@@ -217,7 +257,7 @@ func (p *Program) loadPorts() error {
 		Name:       "xdpkit_ports",
 		Type:       ebpf.Array,
 		KeySize:    4,
-		ValueSize:  portBitmapSize,
+		ValueSize:  2 * portBitmapSize, // destination, then source
 		MaxEntries: 1,
 		Flags:      unix.BPF_F_RDONLY_PROG,
 	})
@@ -225,10 +265,9 @@ func (p *Program) loadPorts() error {
 		return wrap("create port map", capsLoad, err)
 	}
 	p.ports = m
-	bitmap := make([]byte, portBitmapSize)
-	for _, port := range p.filter.ports {
-		bitmap[port>>3] |= 1 << (port & 7)
-	}
+	bitmap := make([]byte, 2*portBitmapSize)
+	copy(bitmap, p.filter.dstBits)
+	copy(bitmap[portBitmapSize:], p.filter.srcBits)
 	if err := m.Update(uint32(0), bitmap, ebpf.UpdateAny); err != nil {
 		return wrap("fill port map", capsLoad, err)
 	}
