@@ -3,6 +3,7 @@ package umem
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -22,7 +23,7 @@ const (
 
 // Errors returned by New and the allocator.
 var (
-	ErrFrameSize    = errors.New("umem: frame size must be a power of two from 2048 to the page size (unaligned: at least 2048)")
+	ErrFrameSize    = errors.New("umem: frame size must be from 2048 to the page size, a power of two unless unaligned")
 	ErrFrameCount   = errors.New("umem: frame count must be at least 1 and at most 1<<24")
 	ErrHeadroom     = errors.New("umem: headroom plus TX metadata does not fit the frame")
 	ErrMetadataLen  = errors.New("umem: TX metadata length must be a multiple of 8 below 256")
@@ -37,7 +38,7 @@ var (
 // frames of 4096 bytes with no headroom and no TX metadata.
 type Config struct {
 	// FrameSize is the chunk size: a power of two from 2048 up to the
-	// page size; with Unaligned, any size from 2048 the kernel accepts
+	// page size; with Unaligned, any size from 2048 up to the page size
 	// (e.g. 4001). Default 4096.
 	FrameSize  uint32
 	FrameCount uint32 // default 4096
@@ -130,10 +131,8 @@ func New(cfg *Config) (*UMEM, error) {
 		metaLen:   c.TxMetadataLen,
 		huge:      c.HugePages,
 	}
-	for 1<<u.shift < c.FrameSize {
-		u.shift++
-	}
-	u.pow2 = 1<<u.shift == c.FrameSize
+	u.pow2 = c.FrameSize&(c.FrameSize-1) == 0
+	u.shift = uint(bits.Len32(c.FrameSize - 1)) // log2 of a power of two
 	if c.Unaligned {
 		u.flags |= umemUnalignedChunks
 	}

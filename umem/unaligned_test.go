@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 )
 
 func TestUnalignedAddr(t *testing.T) {
@@ -36,8 +37,30 @@ func TestFrameSizes(t *testing.T) {
 			t.Errorf("unaligned %d: %v", size, err)
 		}
 	}
-	if err := checkFrameSize(2047, true); !errors.Is(err, ErrFrameSize) {
-		t.Errorf("unaligned 2047: %v, want ErrFrameSize", err)
+	for _, size := range []uint32{2047, page + 1, 2 * page, 1<<31 + 1, 1<<32 - 1} {
+		if err := checkFrameSize(size, true); !errors.Is(err, ErrFrameSize) {
+			t.Errorf("unaligned %d: %v, want ErrFrameSize", size, err)
+		}
+	}
+}
+
+// TestNewFrameSizeTooLarge checks that New refuses, and returns, for
+// unaligned frame sizes beyond the page size, up to the largest uint32.
+func TestNewFrameSizeTooLarge(t *testing.T) {
+	for _, size := range []uint32{uint32(os.Getpagesize()) + 1, 1<<31 + 1, 1<<32 - 1} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := New(&Config{FrameSize: size, FrameCount: 1, Unaligned: true})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrFrameSize) {
+				t.Errorf("New(unaligned FrameSize %d) = %v, want ErrFrameSize", size, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("New(unaligned FrameSize %d) did not return", size)
+		}
 	}
 }
 
