@@ -25,7 +25,13 @@ var ErrShared = errors.New("xsk: cannot share the socket's queue")
 //
 // Of cfg, only RXSize, TXSize, NoRX, NoTX and the busy-poll fields
 // apply (copy or zero-copy, need_wakeup and multi-buffer are first's);
-// the socket needs an RX or a TX ring. Close the sockets of NewShared
+// the socket needs an RX or a TX ring.
+//
+// Because the rings serve several sockets, the application drives them
+// itself: rxpath.New and txpath.New refuse a socket of NewShared, and
+// first while one is open (see SharesRings), with their ErrConfig. A
+// Poller or Sender made on first before NewShared is not told: do not
+// share the rings of a socket one of them uses. Close the sockets of NewShared
 // before first, as plain defers do: once first is closed, their Fill and
 // Completion take and give nothing.
 func NewShared(first *Socket, cfg *Config) (*Socket, error) {
@@ -55,11 +61,14 @@ func NewShared(first *Socket, cfg *Config) (*Socket, error) {
 	}
 	defer first.g.exit()
 	u := first.umem
+	first.sharers.Add(1)                    // until s's Close
 	fd, dup, flags, err := u.AttachSocket() // counts the socket, so the UMEM stays
 	if err != nil {
+		first.sharers.Add(-1)
 		return nil, fmt.Errorf("xsk: UMEM: %w", err)
 	}
 	if fd >= 0 { // first is bound, so the UMEM has a bound socket: not reached
+		first.sharers.Add(-1)
 		u.DetachSocket(fd)
 		unix.Close(fd)
 		return nil, fmt.Errorf("%w: %s queue %d is not bound", ErrShared, first.ifname, first.queue)
@@ -72,6 +81,13 @@ func NewShared(first *Socket, cfg *Config) (*Socket, error) {
 	}
 	return s, nil
 }
+
+// SharesRings reports whether the socket's Fill and Completion rings
+// serve more than one socket: it is a socket of NewShared, or the first
+// socket of one that is open. A component that takes the frames of the
+// socket's Fill and Completion rings as its own, as rxpath.Poller and
+// txpath.Sender do, cannot work on such a socket.
+func (s *Socket) SharesRings() bool { return s.owner != nil || s.sharers.Load() > 0 }
 
 func (s *Socket) initShared(c *Config) error {
 	s.closeShared() // the bind names first's descriptor, not a duplicate

@@ -121,6 +121,8 @@ type Socket struct {
 	features  Features // optional kernel features in use
 	owner     *Socket  // NewShared: the socket whose Fill and Completion rings this one uses
 
+	sharers atomic.Int32 // open sockets of NewShared on this one's rings
+
 	fill FillRing
 	comp CompletionRing
 	rx   *RXRing
@@ -418,6 +420,9 @@ func (s *Socket) Close() error {
 		}
 		s.closeErr = errors.Join(errs...)
 		s.after.run()
+		if s.owner != nil {
+			s.owner.sharers.Add(-1)
+		}
 	})
 	return s.closeErr
 }
