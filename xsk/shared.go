@@ -38,7 +38,9 @@ var ErrShared = errors.New("xsk: cannot share the socket's queue")
 // NewShared are open closes first's RX and TX rings and ends its kicks,
 // but its Fill and Completion rings, which those sockets use, and its
 // descriptor stay until the last of them is closed; that Close then
-// closes them and runs first's OnClose functions.
+// closes them and runs first's OnClose functions. Until then the kernel
+// keeps first bound: frames a program still redirects to it wait on its
+// RX ring, out of reach, so remove it from the XSKMAP before closing it.
 func NewShared(first *Socket, cfg *Config) (*Socket, error) {
 	var c Config
 	if cfg != nil {
