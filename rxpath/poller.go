@@ -198,7 +198,9 @@ var _ io.Closer = (*Poller)(nil)
 // New returns a Poller over socks, which must all have an RX ring. The
 // sockets stay the caller's: the Poller neither closes nor binds them, and
 // they must not be read by anyone else while Run runs. Sockets may share
-// UMEMs or not.
+// UMEMs or not. A socket whose Fill ring serves other sockets too
+// (xsk.Socket.SharesRings) or whose UMEM is unaligned is refused with
+// ErrConfig.
 func New(cfg *Config, socks ...*xsk.Socket) (*Poller, error) {
 	var c Config
 	if cfg != nil {
@@ -221,6 +223,9 @@ func New(cfg *Config, socks ...*xsk.Socket) (*Poller, error) {
 		}
 		if s.UMEM().Unaligned() {
 			return nil, fmt.Errorf("%w: socket %d has an unaligned UMEM (drive its rings directly)", ErrConfig, i)
+		}
+		if s.SharesRings() {
+			return nil, fmt.Errorf("%w: socket %d shares its Fill ring with other sockets (xsk.NewShared: drive its rings directly)", ErrConfig, i)
 		}
 		if s.FD() < 0 {
 			return nil, fmt.Errorf("rxpath: socket %d: %w", i, os.ErrClosed)

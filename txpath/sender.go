@@ -126,10 +126,16 @@ type Sender struct {
 
 // New returns a Sender on the TX ring of sock, with frames from its UMEM.
 // It probes the device facts (unless cfg.Device is set) and resolves the
-// Auto policy; Decision reports the choice and its reasons.
+// Auto policy; Decision reports the choice and its reasons. A socket
+// whose Completion ring serves other sockets too
+// (xsk.Socket.SharesRings) or whose UMEM is unaligned is refused with
+// ErrConfig.
 func New(sock *xsk.Socket, cfg *Config) (*Sender, error) {
 	if sock == nil || sock.TX() == nil {
 		return nil, fmt.Errorf("%w: socket without a TX ring", ErrConfig)
+	}
+	if sock.SharesRings() {
+		return nil, fmt.Errorf("%w: socket shares its Completion ring with other sockets (xsk.NewShared: drive its rings directly)", ErrConfig)
 	}
 	var c Config
 	if cfg != nil {

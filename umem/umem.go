@@ -3,6 +3,7 @@ package umem
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -22,7 +23,7 @@ const (
 
 // Errors returned by New and the allocator.
 var (
-	ErrFrameSize    = errors.New("umem: frame size must be a power of two from 2048 to the page size (unaligned: at least 2048)")
+	ErrFrameSize    = errors.New("umem: frame size must be from 2048 to the page size, a power of two unless unaligned")
 	ErrFrameCount   = errors.New("umem: frame count must be at least 1 and at most 1<<24")
 	ErrHeadroom     = errors.New("umem: headroom plus TX metadata does not fit the frame")
 	ErrMetadataLen  = errors.New("umem: TX metadata length must be a multiple of 8 below 256")
@@ -37,7 +38,7 @@ var (
 // frames of 4096 bytes with no headroom and no TX metadata.
 type Config struct {
 	// FrameSize is the chunk size: a power of two from 2048 up to the
-	// page size; with Unaligned, any size from 2048 the kernel accepts
+	// page size; with Unaligned, any size from 2048 up to the page size
 	// (e.g. 4001). Default 4096.
 	FrameSize  uint32
 	FrameCount uint32 // default 4096
@@ -57,8 +58,12 @@ type Config struct {
 	// Unaligned registers the UMEM with XDP_UMEM_UNALIGNED_CHUNK_FLAG:
 	// descriptors may name any address, and a packet may cross frame
 	// boundaries; RX descriptors carry the data's offset in their upper
-	// bits (see ExtractAddr). Packets that cross a page boundary need
-	// physically contiguous pages in zero-copy mode: use HugePages.
+	// bits (see ExtractAddr). In zero-copy mode the kernel drops a Fill
+	// entry or TX packet that crosses a page boundary onto a page that is
+	// not physically contiguous, so the allocator lays frames whose size
+	// is not a power of two out so that none crosses a page (with
+	// HugePages: a huge page) boundary, leaving the rest of each page
+	// unused; Size says how much memory that takes.
 	// For applications that drive the rings of package xsk themselves.
 	Unaligned bool
 }
@@ -77,6 +82,10 @@ type UMEM struct {
 	flags     uint32
 	huge      bool
 	pow2      bool // frameSize is a power of two: shift and mask work
+	// Otherwise (unaligned) frames are laid out in blocks of block bytes
+	// (a page, or a huge page), perBlock frames from each block's start,
+	// so that none crosses a block boundary (see layout).
+	block, perBlock uint64
 
 	mu      sync.Mutex
 	free    []uint64 // stack of free frame addresses
@@ -130,10 +139,8 @@ func New(cfg *Config) (*UMEM, error) {
 		metaLen:   c.TxMetadataLen,
 		huge:      c.HugePages,
 	}
-	for 1<<u.shift < c.FrameSize {
-		u.shift++
-	}
-	u.pow2 = 1<<u.shift == c.FrameSize
+	u.pow2 = c.FrameSize&(c.FrameSize-1) == 0
+	u.shift = uint(bits.Len32(c.FrameSize - 1)) // log2 of a power of two
 	if c.Unaligned {
 		u.flags |= umemUnalignedChunks
 	}
@@ -143,7 +150,11 @@ func New(cfg *Config) (*UMEM, error) {
 	if c.TxSwCsum {
 		u.flags |= umemTxSwCsum
 	}
-	size := int(c.FrameSize) * int(c.FrameCount)
+	page := os.Getpagesize()
+	if c.HugePages {
+		page = HugePageSize
+	}
+	size := int(u.layout(uint64(page)))
 	flags := unix.MAP_PRIVATE | unix.MAP_ANONYMOUS | unix.MAP_POPULATE
 	if c.HugePages {
 		size = (size + HugePageSize - 1) &^ (HugePageSize - 1)
@@ -156,7 +167,7 @@ func New(cfg *Config) (*UMEM, error) {
 		}
 		return nil, os.NewSyscallError("mmap", err)
 	}
-	u.mem = mem[:int(c.FrameSize)*int(c.FrameCount)]
+	u.mem = mem[:u.layout(uint64(page))]
 	u.fullMem = mem
 
 	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
@@ -174,7 +185,7 @@ func New(cfg *Config) (*UMEM, error) {
 	u.isFree = make([]bool, c.FrameCount)
 	// Hand out low addresses first: pop from the end.
 	for i := range u.free {
-		u.free[i] = uint64(c.FrameCount-1-uint32(i)) * uint64(c.FrameSize)
+		u.free[i] = u.frameAddr(uint64(c.FrameCount - 1 - uint32(i)))
 	}
 	for i := range u.isFree {
 		u.isFree[i] = true
@@ -256,25 +267,30 @@ func (u *UMEM) TxSwCsum() bool { return u.flags&umemTxSwCsum != 0 }
 // HugePages reports whether the UMEM is backed by huge pages.
 func (u *UMEM) HugePages() bool { return u.huge }
 
-// Size is the size of the UMEM in bytes (FrameSize * FrameCount).
+// Size is the size of the UMEM in bytes: FrameSize * FrameCount, and in
+// an unaligned UMEM whose frame size is not a power of two, what the
+// frames need when none crosses a page boundary (see Config.Unaligned).
 func (u *UMEM) Size() uint64 { return uint64(len(u.mem)) }
 
 // Bytes is the whole UMEM.
 func (u *UMEM) Bytes() []byte { return u.mem }
 
-// Base returns the address of the frame that contains addr.
+// Base returns the address of the frame that contains addr (in an
+// unaligned UMEM, for an address between a page's last frame and the
+// page's end: the end of that frame).
 func (u *UMEM) Base(addr uint64) uint64 {
 	if u.pow2 {
 		return addr &^ uint64(u.frameSize-1)
 	}
-	return addr - addr%uint64(u.frameSize)
+	off := addr % u.block
+	return addr - off + min(off/uint64(u.frameSize), u.perBlock)*uint64(u.frameSize)
 }
 
 // Frame returns the bytes of the frame that starts at (or contains) addr,
 // from addr to the end of that frame. It returns nil for an address outside
 // the UMEM.
 func (u *UMEM) Frame(addr uint64) []byte {
-	if addr >= uint64(len(u.mem)) {
+	if addr >= uint64(len(u.mem)) || !u.pow2 && u.index(addr) >= uint64(u.count) {
 		return nil
 	}
 	end := u.Base(addr) + uint64(u.frameSize)

@@ -18,7 +18,6 @@ const (
 	umemTxSwCsum        = 1 << 1 // XDP_UMEM_TX_SW_CSUM (6.8)
 	umemTxMetadataLen   = 1 << 2 // XDP_UMEM_TX_METADATA_LEN (6.11)
 	sizeofUmemReg       = 32
-	sizeofUmemRegNoMD   = 28 // before tx_metadata_len (6.8)
 	sizeofUmemRegNoFlg  = 24
 )
 

@@ -45,17 +45,20 @@ func (u *UMEM) Unaligned() bool { return u.flags&umemUnalignedChunks != 0 }
 // minFrameSize is XDP_UMEM_MIN_CHUNK_SIZE.
 const minFrameSize = 2048
 
-// checkFrameSize validates a chunk size: aligned chunks are powers of two
-// from 2048 to the page size, as the kernel requires; unaligned ones any
-// size from 2048, the upper bound being the kernel's to say.
+// checkFrameSize validates a chunk size: from 2048 to the page size, as
+// the kernel requires (xdp_umem_reg refuses a chunk_size above
+// PAGE_SIZE, unaligned or not); aligned chunks are also powers of two.
 func checkFrameSize(size uint32, unaligned bool) error {
 	if size < minFrameSize {
 		return fmt.Errorf("%w: got %d", ErrFrameSize, size)
 	}
+	if int64(size) > int64(os.Getpagesize()) {
+		return fmt.Errorf("%w: got %d (page size %d)", ErrFrameSize, size, os.Getpagesize())
+	}
 	if unaligned {
 		return nil
 	}
-	if size&(size-1) != 0 || int(size) > os.Getpagesize() {
+	if size&(size-1) != 0 {
 		return fmt.Errorf("%w: got %d (page size %d)", ErrFrameSize, size, os.Getpagesize())
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 )
 
 func TestUnalignedAddr(t *testing.T) {
@@ -36,13 +37,36 @@ func TestFrameSizes(t *testing.T) {
 			t.Errorf("unaligned %d: %v", size, err)
 		}
 	}
-	if err := checkFrameSize(2047, true); !errors.Is(err, ErrFrameSize) {
-		t.Errorf("unaligned 2047: %v, want ErrFrameSize", err)
+	for _, size := range []uint32{2047, page + 1, 2 * page, 1<<31 + 1, 1<<32 - 1} {
+		if err := checkFrameSize(size, true); !errors.Is(err, ErrFrameSize) {
+			t.Errorf("unaligned %d: %v, want ErrFrameSize", size, err)
+		}
+	}
+}
+
+// TestNewFrameSizeTooLarge checks that New refuses, and returns, for
+// unaligned frame sizes beyond the page size, up to the largest uint32.
+func TestNewFrameSizeTooLarge(t *testing.T) {
+	for _, size := range []uint32{uint32(os.Getpagesize()) + 1, 1<<31 + 1, 1<<32 - 1} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := New(&Config{FrameSize: size, FrameCount: 1, Unaligned: true})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrFrameSize) {
+				t.Errorf("New(unaligned FrameSize %d) = %v, want ErrFrameSize", size, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("New(unaligned FrameSize %d) did not return", size)
+		}
 	}
 }
 
 // TestUnaligned registers a UMEM of 4001-byte chunks (the kernel's own
-// odd size) and cycles every frame through the allocator.
+// odd size) and cycles every frame through the allocator: no frame
+// crosses a page boundary.
 func TestUnaligned(t *testing.T) {
 	needRoot(t)
 	u, err := New(&Config{FrameSize: 4001, FrameCount: 64, Unaligned: true})
@@ -50,7 +74,8 @@ func TestUnaligned(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer u.Close()
-	if !u.Unaligned() || u.Size() != 4001*64 {
+	page := uint64(os.Getpagesize())
+	if !u.Unaligned() || u.Size() < 4001*64 {
 		t.Fatalf("Unaligned %v, Size %d", u.Unaligned(), u.Size())
 	}
 	seen := map[uint64]bool{}
@@ -59,8 +84,8 @@ func TestUnaligned(t *testing.T) {
 		if !ok {
 			break
 		}
-		if a%4001 != 0 || a >= u.Size() || seen[a] {
-			t.Fatalf("Get = %#x: not a fresh frame start", a)
+		if a+4001 > u.Size() || a/page != (a+4001-1)/page || seen[a] || u.Base(a) != a || len(u.Frame(a)) != 4001 {
+			t.Fatalf("Get = %#x: not a fresh frame within a page (Size %d)", a, u.Size())
 		}
 		seen[a] = true
 	}
@@ -75,6 +100,9 @@ func TestUnaligned(t *testing.T) {
 		t.Error("Data past the end of the UMEM accepted")
 	}
 	for a := range seen {
+		if err := u.Put(a + 4001); !errors.Is(err, ErrBadAddress) && !errors.Is(err, ErrDoubleFree) {
+			t.Fatalf("Put(%#x), between frames: %v", a+4001, err)
+		}
 		// An RX address with its offset still frees its frame.
 		if err := u.Put(EncodeAddr(a, 256)); err != nil {
 			t.Fatal(err)
@@ -82,5 +110,44 @@ func TestUnaligned(t *testing.T) {
 	}
 	if ac := u.Accounting(); ac.Free != 64 {
 		t.Fatalf("after Put: %v", ac)
+	}
+}
+
+// TestUnalignedLayout checks the allocator's addresses for frame sizes
+// that are not powers of two, on 4 KiB, 64 KiB and huge pages: every
+// frame lies within one page, frames do not overlap, the memory is no
+// larger than needed, and every address in a frame maps back to it.
+func TestUnalignedLayout(t *testing.T) {
+	for _, page := range []uint64{4096, 64 << 10, HugePageSize} {
+		for _, fs := range []uint32{2049, 3000, 4001, 4095} {
+			if uint64(fs) > page {
+				continue
+			}
+			const count = 1500
+			u := &UMEM{frameSize: fs, count: count}
+			size := u.layout(page)
+			var prevEnd uint64
+			for i := uint64(0); i < count; i++ {
+				a := u.frameAddr(i)
+				end := a + uint64(fs)
+				if a < prevEnd || end > size || a/page != (end-1)/page {
+					t.Fatalf("page %d, frame size %d: frame %d at [%#x, %#x) (previous ends at %#x, size %#x)",
+						page, fs, i, a, end, prevEnd, size)
+				}
+				for _, b := range []uint64{a, a + 1, end - 1} {
+					if u.index(b) != i || u.Base(b) != a {
+						t.Fatalf("page %d, frame size %d: address %#x of frame %d: index %d, Base %#x",
+							page, fs, b, i, u.index(b), u.Base(b))
+					}
+				}
+				if gap := end; i%u.perBlock == u.perBlock-1 && gap%page != 0 && u.index(gap) < count {
+					t.Fatalf("page %d, frame size %d: address %#x after a page's last frame is in frame %d", page, fs, gap, u.index(gap))
+				}
+				prevEnd = end
+			}
+			if size != prevEnd {
+				t.Errorf("page %d, frame size %d: size %#x, the last frame ends at %#x", page, fs, size, prevEnd)
+			}
+		}
 	}
 }

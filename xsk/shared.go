@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -25,9 +26,21 @@ var ErrShared = errors.New("xsk: cannot share the socket's queue")
 //
 // Of cfg, only RXSize, TXSize, NoRX, NoTX and the busy-poll fields
 // apply (copy or zero-copy, need_wakeup and multi-buffer are first's);
-// the socket needs an RX or a TX ring. Close the sockets of NewShared
-// before first, as plain defers do: once first is closed, their Fill and
-// Completion take and give nothing.
+// the socket needs an RX or a TX ring.
+//
+// Because the rings serve several sockets, the application drives them
+// itself: rxpath.New and txpath.New refuse a socket of NewShared, and
+// first while one is open (see SharesRings), with their ErrConfig. A
+// Poller or Sender made on first before NewShared is not told: do not
+// share the rings of a socket one of them uses.
+//
+// The sockets may be closed in any order. Closing first while sockets of
+// NewShared are open closes first's RX and TX rings and ends its kicks,
+// but its Fill and Completion rings, which those sockets use, and its
+// descriptor stay until the last of them is closed; that Close then
+// closes them and runs first's OnClose functions. Until then the kernel
+// keeps first bound: frames a program still redirects to it wait on its
+// RX ring, out of reach, so remove it from the XSKMAP before closing it.
 func NewShared(first *Socket, cfg *Config) (*Socket, error) {
 	var c Config
 	if cfg != nil {
@@ -55,11 +68,14 @@ func NewShared(first *Socket, cfg *Config) (*Socket, error) {
 	}
 	defer first.g.exit()
 	u := first.umem
+	first.share.add()                       // until s's Close
 	fd, dup, flags, err := u.AttachSocket() // counts the socket, so the UMEM stays
 	if err != nil {
+		first.share.release(false) // first is open: we hold its guard
 		return nil, fmt.Errorf("xsk: UMEM: %w", err)
 	}
 	if fd >= 0 { // first is bound, so the UMEM has a bound socket: not reached
+		first.share.release(false)
 		u.DetachSocket(fd)
 		unix.Close(fd)
 		return nil, fmt.Errorf("%w: %s queue %d is not bound", ErrShared, first.ifname, first.queue)
@@ -71,6 +87,52 @@ func NewShared(first *Socket, cfg *Config) (*Socket, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// SharesRings reports whether the socket's Fill and Completion rings
+// serve more than one socket: it is a socket of NewShared, or the first
+// socket of one that is open. A component that takes the frames of the
+// socket's Fill and Completion rings as its own, as rxpath.Poller and
+// txpath.Sender do, cannot work on such a socket.
+func (s *Socket) SharesRings() bool {
+	if s.owner != nil {
+		return true
+	}
+	s.share.mu.Lock()
+	defer s.share.mu.Unlock()
+	return s.share.n > 0
+}
+
+// sharing counts the sockets of NewShared on a socket's Fill and
+// Completion rings, which stay until the last of them and the socket
+// itself are closed (closeRings): in either close order, the rings that
+// hold frames stay reachable while a socket can still use them.
+type sharing struct {
+	mu     sync.Mutex
+	n      int  // open sockets of NewShared
+	closed bool // the socket's own Close ran
+}
+
+// add counts a socket of NewShared; the caller holds the first socket's
+// guard, so its Close has not run.
+func (sh *sharing) add() {
+	sh.mu.Lock()
+	sh.n++
+	sh.mu.Unlock()
+}
+
+// release records the Close of the socket itself (self) or of a socket
+// of NewShared, and reports whether that was the last user of the rings:
+// true once, for the caller to closeRings.
+func (sh *sharing) release(self bool) bool {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if self {
+		sh.closed = true
+	} else {
+		sh.n--
+	}
+	return sh.closed && sh.n == 0
 }
 
 func (s *Socket) initShared(c *Config) error {

@@ -122,6 +122,9 @@ type Socket struct {
 	features   Features // optional kernel features in use
 	owner      *Socket  // NewShared: the socket whose Fill and Completion rings this one uses
 
+	share sharing // the sockets of NewShared on this one's Fill and Completion rings
+	rg    guard   // the Fill and Completion rings' guard, closed by closeRings
+
 	fill FillRing
 	comp CompletionRing
 	rx   *RXRing
@@ -217,7 +220,7 @@ func (s *Socket) init(c *Config) error {
 	if err != nil {
 		return fmt.Errorf("xsk: %w", err)
 	}
-	s.fill.g, s.comp.g = &s.g, &s.g
+	s.fill.g, s.comp.g = &s.rg, &s.rg
 	if err := s.fill.mmap(s.fd, off.Fr, c.FillSize); err != nil {
 		return fmt.Errorf("xsk: fill ring: %w", err)
 	}
@@ -387,7 +390,11 @@ func (s *Socket) initPoller() error {
 }
 
 // Close unmaps the rings and closes the socket, which unbinds its queue.
-// It is idempotent.
+// It is idempotent. While sockets of NewShared use the socket's Fill and
+// Completion rings, Close closes its RX and TX rings and fails its kicks,
+// waits and Stats with os.ErrClosed, but leaves the Fill and Completion
+// rings and the descriptor to the last of those sockets to close, which
+// also runs OnClose's functions then and returns their errors.
 func (s *Socket) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
@@ -401,7 +408,6 @@ func (s *Socket) Close() error {
 		}
 		// Unmap before closing the socket: a mapping holds the socket,
 		// and with it the queue, until it goes.
-		errs = append(errs, s.fill.unmap(), s.comp.unmap())
 		if s.rx != nil {
 			errs = append(errs, s.rx.unmap())
 		}
@@ -409,13 +415,14 @@ func (s *Socket) Close() error {
 			errs = append(errs, s.tx.unmap())
 		}
 		s.closeShared()
-		s.umem.DetachSocket(s.fd)
-		// s.fd keeps its (now stale) number: other goroutines may read it
-		// unsynchronised; FD and every use check closed or the guard.
-		if s.fd >= 0 {
-			if err := unix.Close(s.fd); err != nil {
-				errs = append(errs, os.NewSyscallError("close", err))
-			}
+		// The Fill and Completion rings, and the descriptor that holds
+		// them, stay while sockets of NewShared use them: the last one
+		// to close closes them.
+		if s.share.release(true) {
+			errs = append(errs, s.closeRings())
+		}
+		if s.owner != nil && s.owner.share.release(false) {
+			errs = append(errs, s.owner.closeRings())
 		}
 		// The frames stockFill lent are the kernel's until the socket
 		// is gone: now they are free again.
@@ -427,9 +434,26 @@ func (s *Socket) Close() error {
 			s.stockAddrs = nil
 		}
 		s.closeErr = errors.Join(errs...)
-		s.after.run()
 	})
 	return s.closeErr
+}
+
+// closeRings ends Close once no socket uses the Fill and Completion
+// rings: it unmaps them, closes the descriptor and runs OnClose's
+// functions.
+func (s *Socket) closeRings() error {
+	s.rg.close() // no Fill or Completion operation in progress after this
+	errs := []error{s.fill.unmap(), s.comp.unmap()}
+	s.umem.DetachSocket(s.fd)
+	// s.fd keeps its (now stale) number: other goroutines may read it
+	// unsynchronised; FD and every use check closed or the guard.
+	if s.fd >= 0 {
+		if err := unix.Close(s.fd); err != nil {
+			errs = append(errs, os.NewSyscallError("close", err))
+		}
+	}
+	s.after.run()
+	return errors.Join(errs...)
 }
 
 // Err returns and clears the socket's pending error (SO_ERROR): ENETDOWN
@@ -646,7 +670,7 @@ func (s *Socket) WaitTX(ctx context.Context) error {
 		return ErrNoRing
 	}
 	if s.owner != nil {
-		comp := s.owner.Completion() // Len enters the owner's guard
+		comp := s.owner.Completion() // Len enters the rings' guard
 		return s.wait(ctx, true, func() bool { return comp.Len() > 0 || s.tx.pending() < s.tx.size })
 	}
 	return s.wait(ctx, true, func() bool { return s.comp.queued() > 0 || s.tx.pending() < s.tx.size })

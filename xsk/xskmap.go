@@ -16,9 +16,9 @@ var (
 	// ErrMapType: the map is not a BPF_MAP_TYPE_XSKMAP with 4-byte keys
 	// and values.
 	ErrMapType = errors.New("xsk: map is not an XSKMAP")
-	// ErrMapRange: the socket's queue index is not below the map's
-	// max_entries, so the program could never redirect to it.
-	ErrMapRange = errors.New("xsk: queue index beyond the XSKMAP's max_entries")
+	// ErrMapRange: the socket's queue index, or the key, is not below
+	// the map's max_entries, so the program could never redirect to it.
+	ErrMapRange = errors.New("xsk: index beyond the XSKMAP's max_entries")
 )
 
 // Map is an XSKMAP (BPF_MAP_TYPE_XSKMAP) of the caller's own XDP program:
@@ -109,7 +109,7 @@ func (x *Map) Register(s *Socket) error {
 	}
 	defer s.g.exit()
 	if err := x.m.Update(uint32(s.queue), uint32(s.fd), ebpf.UpdateAny); err != nil {
-		return x.updateError("register", s.queue, err)
+		return x.updateError("register", "queue", s.queue, err)
 	}
 	return nil
 }
@@ -129,7 +129,7 @@ func (x *Map) Unregister(s *Socket) error {
 		return err
 	}
 	if err := x.m.Delete(uint32(s.queue)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return x.updateError("unregister", s.queue, err)
+		return x.updateError("unregister", "queue", s.queue, err)
 	}
 	return nil
 }
@@ -141,11 +141,13 @@ func (x *Map) inRange(queue int) error {
 	return nil
 }
 
-func (x *Map) updateError(op string, queue int, err error) error {
+// updateError wraps a failed map update at index n, which is a queue or
+// a key (what).
+func (x *Map) updateError(op, what string, n int, err error) error {
 	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-		return &CapabilityError{Op: fmt.Sprintf("xsk: %s queue %d in XSKMAP", op, queue), Cap: "CAP_BPF", Err: permErrno(err)}
+		return &CapabilityError{Op: fmt.Sprintf("xsk: %s %s %d in XSKMAP", op, what, n), Cap: "CAP_BPF", Err: permErrno(err)}
 	}
-	return fmt.Errorf("xsk: %s queue %d in XSKMAP: %w", op, queue, err)
+	return fmt.Errorf("xsk: %s %s %d in XSKMAP: %w", op, what, n, err)
 }
 
 // Close closes the map if LoadPinnedMap opened it (the entries stay in the

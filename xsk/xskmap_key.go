@@ -10,8 +10,12 @@ import (
 
 // RegisterKey puts s in the map at key instead of at its queue index:
 // for programs that choose among several sockets of one queue (see
-// NewShared) or number sockets their own way.
+// NewShared) or number sockets their own way. A nil s is refused with
+// an error matching os.ErrInvalid.
 func (x *Map) RegisterKey(key int, s *Socket) error {
+	if s == nil {
+		return fmt.Errorf("xsk: register key %d: nil socket: %w", key, os.ErrInvalid)
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.closed {
@@ -25,7 +29,7 @@ func (x *Map) RegisterKey(key int, s *Socket) error {
 	}
 	defer s.g.exit()
 	if err := x.m.Update(uint32(key), uint32(s.fd), ebpf.UpdateAny); err != nil {
-		return x.updateError("register", key, err)
+		return x.updateError("register", "key", key, err)
 	}
 	return nil
 }
@@ -41,7 +45,7 @@ func (x *Map) UnregisterKey(key int) error {
 		return err
 	}
 	if err := x.m.Delete(uint32(key)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return x.updateError("unregister", key, err)
+		return x.updateError("unregister", "key", key, err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -156,5 +157,30 @@ func TestMapRegister(t *testing.T) {
 	}
 	if _, err := LoadPinnedMap(filepath.Join(bpffs, "none")); err == nil || errors.Is(err, ErrMapType) {
 		t.Errorf("LoadPinnedMap(missing path): %v, want the open error", err)
+	}
+}
+
+// TestMapKeyErrors: RegisterKey and UnregisterKey name the key, not a
+// queue, in their errors, and RegisterKey refuses a nil socket.
+func TestMapKeyErrors(t *testing.T) {
+	x := &Map{max: 2} // the checks below fail before the map is used
+	if err := x.RegisterKey(0, nil); !errors.Is(err, os.ErrInvalid) {
+		t.Errorf("RegisterKey(0, nil): %v, want os.ErrInvalid", err)
+	}
+	for name, err := range map[string]error{
+		"RegisterKey":   x.RegisterKey(5, &Socket{}),
+		"UnregisterKey": x.UnregisterKey(5),
+	} {
+		if !errors.Is(err, ErrMapRange) || !strings.Contains(err.Error(), "key 5") || strings.Contains(err.Error(), "queue") {
+			t.Errorf("%s(5) in a map of 2: %v, want ErrMapRange naming key 5", name, err)
+		}
+	}
+	for _, err := range []error{
+		x.updateError("register", "key", 1, unix.EBADF),
+		x.updateError("register", "key", 1, unix.EPERM),
+	} {
+		if !strings.Contains(err.Error(), "key 1") || strings.Contains(err.Error(), "queue") {
+			t.Errorf("update error %q, want it to name key 1", err)
+		}
 	}
 }
