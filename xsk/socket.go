@@ -424,15 +424,6 @@ func (s *Socket) Close() error {
 		if s.owner != nil && s.owner.share.release(false) {
 			errs = append(errs, s.owner.closeRings())
 		}
-		// The frames stockFill lent are the kernel's until the socket
-		// is gone: now they are free again.
-		if n := len(s.stockAddrs); n > 0 {
-			s.umem.Moved(umem.Fill, umem.Held, n)
-			if err := s.umem.PutBatch(s.stockAddrs); err != nil {
-				errs = append(errs, fmt.Errorf("xsk: the Fill ring's stock: %w", err))
-			}
-			s.stockAddrs = nil
-		}
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
@@ -451,6 +442,15 @@ func (s *Socket) closeRings() error {
 		if err := unix.Close(s.fd); err != nil {
 			errs = append(errs, os.NewSyscallError("close", err))
 		}
+	}
+	// The frames stockFill lent are the kernel's until the socket is
+	// gone: now they are free again.
+	if n := len(s.stockAddrs); n > 0 {
+		s.umem.Moved(umem.Fill, umem.Held, n)
+		if err := s.umem.PutBatch(s.stockAddrs); err != nil {
+			errs = append(errs, fmt.Errorf("xsk: the Fill ring's stock: %w", err))
+		}
+		s.stockAddrs = nil
 	}
 	s.after.run()
 	return errors.Join(errs...)
