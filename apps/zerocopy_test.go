@@ -193,6 +193,15 @@ func TestZeroCopyPath(t *testing.T) {
 				t.Logf("at %s/s: %d of %d lost, only %d counted by the guest's kernel (QEMU's hub drops when a NIC's receive queue backs up): again slower", rate, lost, n, drops)
 				return false
 			}
+			// On NIC pairs the wire between the guest's NICs is QEMU's
+			// hub, which queues, reorders and drops outside any counter of
+			// the guest's kernel (seen on 6.1 in copy mode, 0.3% at 1k/s
+			// with the guest's CPUs busy running all three programs). A
+			// loss beyond 1% is not the wire's.
+			if uncounted := lost - drops; in.IsNIC() && uncounted*100 <= uint64(n) {
+				t.Logf("%d of %d datagrams lost, %d of them counted by the guest's kernel: %d on the emulated wire (QEMU's hub), within its 1%%", lost, n, drops, uncounted)
+				return true
+			}
 			t.Errorf("%d of %d datagrams lost, only %d dropped where the kernel counts drops", lost, n, drops)
 		} else if lost > 0 {
 			t.Logf("%d of %d lost, all counted by the kernel (%d drops)", lost, n, drops)
