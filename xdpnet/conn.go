@@ -145,16 +145,10 @@ func listenUDP(ctx context.Context, ifname string, addr netip.AddrPort, cfg *Con
 	if err != nil {
 		return nil, fmt.Errorf("xdpnet: addresses of %q: %w", ifname, err)
 	}
-	var pass []netip.Addr
 	found := false
 	for _, x := range addrs {
-		ip, ok := netip.AddrFromSlice(x.IP)
-		switch {
-		case !ok:
-		case ip.Unmap() == a:
+		if ip, ok := netip.AddrFromSlice(x.IP); ok && ip.Unmap() == a {
 			found = true
-		case len(pass) < xsk.MaxPassDst:
-			pass = append(pass, ip.Unmap())
 		}
 	}
 	if !found {
@@ -207,7 +201,10 @@ func listenUDP(ctx context.Context, ifname string, addr netip.AddrPort, cfg *Con
 	if err != nil {
 		return nil, err
 	}
-	filter := &xsk.Filter{IPv4UDP: a.Is4(), IPv6UDP: !a.Is4(), DstPorts: []uint16{laddr.Port()}, PassDst: pass}
+	// Only datagrams to the bound address and port: transit traffic,
+	// broadcast, multicast and the interface's other addresses (also those
+	// added later) stay with the kernel.
+	filter := &xsk.Filter{IPv4UDP: a.Is4(), IPv6UDP: !a.Is4(), DstPorts: []uint16{laddr.Port()}, OnlyDst: []netip.Addr{a}}
 	if conn.prog, err = xsk.AttachProgram(ifname, &xsk.ProgramConfig{Filter: filter}); err != nil {
 		return nil, err
 	}

@@ -21,6 +21,11 @@ type Filter struct {
 	// DstPorts, if not empty, restricts redirection to these UDP/TCP
 	// destination ports. Port 0 is allowed.
 	DstPorts []uint16
+	// OnlyDst, if not empty, restricts redirection to packets addressed
+	// to one of these destination addresses; packets of an IP version
+	// with none listed go to the kernel. IPv4-mapped IPv6 addresses are
+	// treated as IPv4, zones are ignored. At most MaxPassDst entries.
+	OnlyDst []netip.Addr
 	// PassDst lists destination addresses whose packets always go to the
 	// kernel (the host's own addresses). IPv4-mapped IPv6 addresses are
 	// treated as IPv4. At most MaxPassDst entries.

@@ -219,6 +219,7 @@ func (b *builder) ipv4(f *filter) {
 			b.emit(asm.JEq.Imm32(asm.R5, int32(binary.NativeEndian.Uint32(a[:])), lblPass))
 		}
 	}
+	b.onlyDst4(f.only)
 	// Flags and fragment offset.
 	b.emit(
 		asm.LoadMem(asm.R5, asm.R9, 6, asm.Half),
@@ -288,6 +289,7 @@ func (b *builder) ipv6(f *filter) {
 			b.mark(next)
 		}
 	}
+	b.onlyDst6(f.only)
 	b.emit(asm.Add.Imm(asm.R9, ipv6HdrLen))
 	// falls through to L4
 }

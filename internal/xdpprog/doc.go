@@ -21,7 +21,8 @@
 // (data..data_end) and it matches the filter; everything else — ARP, ICMP,
 // ICMPv6 and neighbour discovery, IPv6 extension headers, truncated or
 // malformed frames, other protocols and ports, and packets addressed to one
-// of Filter.PassDst — goes to the kernel with XDP_PASS.
+// of Filter.PassDst — goes to the kernel with XDP_PASS. With Filter.OnlyDst,
+// so do packets addressed to anything else than one of its addresses.
 //
 // IPv4 fragments: without DstPorts every fragment of a selected protocol is
 // redirected (non-first fragments carry no L4 header to check). With

@@ -16,10 +16,11 @@ type filter struct {
 	ports                  []uint16   // sorted, unique; empty: any port
 	pass4                  [][4]byte  // sorted, unique
 	pass6                  [][16]byte // sorted, unique
+	only                   *onlyDst   // nil without OnlyDst (onlydst.go)
 }
 
-func (f *filter) v4() bool { return f.udp4 || f.tcp4 }
-func (f *filter) v6() bool { return f.udp6 || f.tcp6 }
+func (f *filter) v4() bool { return (f.udp4 || f.tcp4) && f.only.has4() }
+func (f *filter) v6() bool { return (f.udp6 || f.tcp6) && f.only.has6() }
 
 // newFilter validates f and normalises it; nil stays nil.
 func newFilter(f *Filter) (*filter, error) {
@@ -52,5 +53,9 @@ func newFilter(f *Filter) (*filter, error) {
 	n.pass4 = slices.Compact(n.pass4)
 	slices.SortFunc(n.pass6, func(a, b [16]byte) int { return netip.AddrFrom16(a).Compare(netip.AddrFrom16(b)) })
 	n.pass6 = slices.Compact(n.pass6)
+	var err error
+	if n.only, err = newOnlyDst(f.OnlyDst); err != nil {
+		return nil, err
+	}
 	return n, nil
 }

@@ -197,6 +197,9 @@ func refRedirect(f *Filter, b []byte) bool {
 		if slices.Contains(n.pass4, [4]byte(b[l3+16:l3+20])) {
 			return false
 		}
+		if n.only != nil && !slices.Contains(n.only.v4, [4]byte(b[l3+16:l3+20])) {
+			return false
+		}
 		frag := binary.BigEndian.Uint16(b[l3+6:])
 		if len(n.ports) > 0 && frag&0x3fff != 0 {
 			return false
@@ -214,6 +217,9 @@ func refRedirect(f *Filter, b []byte) bool {
 			return false
 		}
 		if slices.Contains(n.pass6, [16]byte(b[l3+24:l3+40])) {
+			return false
+		}
+		if n.only != nil && !slices.Contains(n.only.v6, [16]byte(b[l3+24:l3+40])) {
 			return false
 		}
 		l4 = l3 + 40
