@@ -36,7 +36,8 @@ var (
 // Config configures ListenUDP. A nil *Config means all defaults.
 type Config struct {
 	// Queues are the interface's receive queues to serve, one AF_XDP
-	// socket each. Default: every receive queue of the interface.
+	// socket each; each must be one of the queues in use (ethtool -l).
+	// Default: every receive queue in use.
 	Queues []int
 	// FrameCount is the number of UMEM frames per queue (default 4096):
 	// half for receiving, half for sending.
@@ -162,11 +163,27 @@ func listenUDP(ctx context.Context, ifname string, addr netip.AddrPort, cfg *Con
 	if mtu+ethLen+4 > int(frameSize)-256 {
 		return nil, fmt.Errorf("%w: MTU %d of %q", ErrMTU, mtu, ifname)
 	}
+	// The kernel binds an AF_XDP socket only to a queue in use (ethtool
+	// channels), which may be fewer than the queues allocated.
+	info, err := xsk.Device(ifname)
+	if err != nil {
+		return nil, fmt.Errorf("xdpnet: interface %q: %w", ifname, err)
+	}
+	inUse := max(1, info.RxQueues, info.TxQueues)
 	queues := c.Queues
 	if len(queues) == 0 {
-		for i := 0; i < max(1, link.Attrs().NumRxQueues); i++ {
+		for i := 0; i < max(1, info.RxQueues); i++ {
 			queues = append(queues, i)
 		}
+	}
+	maxQueue := 0
+	seen := make(map[int]bool, len(queues))
+	for _, q := range queues {
+		if q < 0 || q >= inUse || seen[q] {
+			return nil, fmt.Errorf("%w: queue %d (%q has queues 0 to %d in use, each may be given once)", ErrConfig, q, ifname, inUse-1)
+		}
+		seen[q] = true
+		maxQueue = max(maxQueue, q)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -205,7 +222,7 @@ func listenUDP(ctx context.Context, ifname string, addr netip.AddrPort, cfg *Con
 	// broadcast, multicast and the interface's other addresses (also those
 	// added later) stay with the kernel.
 	filter := &xsk.Filter{IPv4UDP: a.Is4(), IPv6UDP: !a.Is4(), DstPorts: []uint16{laddr.Port()}, OnlyDst: []netip.Addr{a}}
-	if conn.prog, err = xsk.AttachProgram(ifname, &xsk.ProgramConfig{Filter: filter}); err != nil {
+	if conn.prog, err = xsk.AttachProgram(ifname, &xsk.ProgramConfig{Filter: filter, MaxQueues: maxQueue + 1}); err != nil {
 		return nil, err
 	}
 	pc := c.Poller

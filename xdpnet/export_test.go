@@ -13,3 +13,12 @@ func (c *UDPConn) Accounting() []umem.Accounting {
 
 // Reloads counts the neighbour table's reloads.
 func (c *UDPConn) Reloads() uint64 { return c.neigh.reloads.Load() }
+
+// QueueIDs returns the ids of the conn's queues.
+func (c *UDPConn) QueueIDs() []int {
+	var ids []int
+	for _, q := range c.queues {
+		ids = append(ids, q.id)
+	}
+	return ids
+}
