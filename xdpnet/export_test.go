@@ -22,3 +22,9 @@ func (c *UDPConn) QueueIDs() []int {
 	}
 	return ids
 }
+
+// WatchErrors counts the failed receives of the rtnetlink subscription.
+func (c *UDPConn) WatchErrors() uint64 { return c.neigh.watchErrs.Load() }
+
+// SetWatchBuffer sets the receive buffer of the rtnetlink subscription.
+func (c *UDPConn) SetWatchBuffer(n int) error { return c.neigh.watch.SetReadBuffer(n) }
