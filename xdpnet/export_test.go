@@ -23,6 +23,9 @@ func (c *UDPConn) QueueIDs() []int {
 	return ids
 }
 
+// RouteGets counts the route lookups (RTM_GETROUTE) of the conn.
+func (c *UDPConn) RouteGets() uint64 { return c.neigh.routeGets.Load() }
+
 // WatchErrors counts the failed receives of the rtnetlink subscription.
 func (c *UDPConn) WatchErrors() uint64 { return c.neigh.watchErrs.Load() }
 

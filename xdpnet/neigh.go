@@ -47,6 +47,7 @@ type neighbours struct {
 	stop      chan struct{} // closed by close
 	done      chan struct{}
 	reloads   atomic.Uint64
+	routeGets atomic.Uint64 // RTM_GETROUTE requests
 	watchErrs atomic.Uint64 // failed receives of the subscription
 	lastErr   atomic.Pointer[error]
 }
@@ -79,14 +80,16 @@ func newNeighbours(ifindex int, v4 bool) (*neighbours, error) {
 }
 
 // run reloads the table after every batch of announcements until close.
-// A failed receive (ENOBUFS: the kernel dropped announcements while the
+// A batch of neighbour announcements reloads the neighbour entries only;
+// one with a route or link announcement also empties the route cache. A
+// failed receive (ENOBUFS: the kernel dropped announcements while the
 // socket's buffer was full) is recorded and reloads everything, since
 // any announcement may have been lost; the watcher goes on until close.
 func (n *neighbours) run() {
 	defer close(n.done)
 	backoff := time.Duration(0)
 	for {
-		_, err := n.watch.Receive()
+		msgs, err := n.watch.Receive()
 		select {
 		case <-n.stop:
 			return
@@ -115,7 +118,15 @@ func (n *neighbours) run() {
 			continue
 		}
 		backoff = 0
-		if err := n.reload(true); err != nil {
+		routes := false
+		for _, m := range msgs {
+			switch m.Header.Type {
+			case unix.RTM_NEWNEIGH, unix.RTM_DELNEIGH:
+			default:
+				routes = true
+			}
+		}
+		if err := n.reload(routes); err != nil {
 			n.lastErr.Store(&err)
 		}
 	}
@@ -186,6 +197,7 @@ func (n *neighbours) route(dst netip.Addr) hop {
 	n.mu.RLock()
 	gen := n.gen
 	n.mu.RUnlock()
+	n.routeGets.Add(1)
 	rs, err := n.h.RouteGet(net.IP(dst.AsSlice()))
 	if err != nil || len(rs) == 0 {
 		return hop{kernel: true, gen: gen}

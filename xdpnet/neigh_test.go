@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 
@@ -19,6 +20,44 @@ func (bd *bed) setNeigh(ip netip.Addr, mac net.HardwareAddr) error {
 			IP: ip.AsSlice(), HardwareAddr: mac,
 		})
 	})
+}
+
+// waitReload waits until the conn has reloaded its neighbours since
+// before (a count of Reloads).
+func waitReload(t *testing.T, bd *bed, before uint64) {
+	t.Helper()
+	for w := time.Now().Add(10 * time.Second); bd.c.Reloads() == before; {
+		if time.Now().After(w) {
+			t.Fatal("the conn saw no neighbour change")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestNeighbourEventKeepsRoutes: a neighbour announcement does not
+// empty the route cache: the next write to a known destination asks the
+// kernel for no route.
+func TestNeighbourEventKeepsRoutes(t *testing.T) {
+	bd := newBed(t, false, nil)
+	dst := bd.p.B.AddrPort4(7000)
+	if _, err := bd.c.WriteToUDPAddrPort([]byte("one"), dst); err != nil {
+		t.Fatal(err)
+	}
+	gets := bd.c.RouteGets()
+	if gets == 0 {
+		t.Fatal("no route lookup for the first write")
+	}
+	reloads := bd.c.Reloads()
+	if err := bd.setNeigh(netip.MustParseAddr("198.19.250.1"), net.HardwareAddr{0x02, 0, 0x5e, 1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	waitReload(t, bd, reloads)
+	if _, err := bd.c.WriteToUDPAddrPort([]byte("two"), dst); err != nil {
+		t.Fatal(err)
+	}
+	if got := bd.c.RouteGets(); got != gets {
+		t.Errorf("%d route lookups after a neighbour change, want %d", got, gets)
+	}
 }
 
 // TestWatcherOverflow: with the subscription's buffer at its minimum, a
