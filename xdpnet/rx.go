@@ -78,6 +78,24 @@ func (q *rxQueue) publish(batch []int32) {
 	q.wake()
 }
 
+// endRound makes the slots in batch ready for readers and gives back the
+// unused free slots in cache and cur (-1: none), under one lock.
+func (q *rxQueue) endRound(batch, cache []int32, cur int32) {
+	q.mu.Lock()
+	for _, i := range batch {
+		q.ready[(q.head+q.count)%len(q.ready)] = i
+		q.count++
+	}
+	q.free = append(q.free, cache...)
+	if cur >= 0 {
+		q.free = append(q.free, cur)
+	}
+	q.mu.Unlock()
+	if len(batch) > 0 {
+		q.wake()
+	}
+}
+
 // pop copies the oldest ready datagram into b and frees its slot. It
 // reports false when none is ready.
 func (q *rxQueue) pop(b []byte) (int, netip.AddrPort, bool) {
@@ -196,27 +214,22 @@ func (h *handler) Receive(p *rxpath.Packet) {
 	h.cur = -1
 	h.c.received.Add(1)
 	if len(h.batch) == cap(h.batch) {
-		h.EndRound()
-	}
-}
-
-// EndRound implements rxpath.RoundEnder: the round's datagrams become
-// readable together.
-func (h *handler) EndRound() {
-	if len(h.batch) > 0 {
 		h.q.publish(h.batch)
 		h.batch = h.batch[:0]
 	}
 }
 
-// release gives the handler's slots back after its poller stopped.
-func (h *handler) release() {
-	h.EndRound()
-	h.q.mu.Lock()
-	h.q.free = append(h.q.free, h.cache...)
-	if h.cur >= 0 {
-		h.q.free = append(h.q.free, h.cur)
+// EndRound implements rxpath.RoundEnder: the round's datagrams become
+// readable together, and the free slots the handler took and did not
+// fill go back to the read queue, so that a queue that falls idle holds
+// none of them.
+func (h *handler) EndRound() {
+	if len(h.batch) == 0 && len(h.cache) == 0 && h.cur < 0 {
+		return // an empty round: no lock
 	}
-	h.q.mu.Unlock()
-	h.cache, h.cur = h.cache[:0], -1
+	h.q.endRound(h.batch, h.cache, h.cur)
+	h.batch, h.cache, h.cur = h.batch[:0], h.cache[:0], -1
 }
+
+// release gives the handler's slots back after its poller stopped.
+func (h *handler) release() { h.EndRound() }
