@@ -53,6 +53,7 @@ type Config struct {
 	Poller rxpath.Config
 	// Policy is the senders' copy and checksum policy (txpath.Auto by
 	// default, which gives complete checksums on every device).
+	// txpath.Plain, which fills no checksum, is refused with ErrConfig.
 	Policy txpath.Policy
 }
 
@@ -129,6 +130,10 @@ func listenUDP(ctx context.Context, ifname string, addr netip.AddrPort, cfg *Con
 	}
 	if c.FrameCount < 64 || c.ReadBuffer < 1 {
 		return nil, fmt.Errorf("%w: FrameCount %d (at least 64), ReadBuffer %d", ErrConfig, c.FrameCount, c.ReadBuffer)
+	}
+	if c.Policy == txpath.Plain {
+		// Plain fills no UDP checksum: every write would fail.
+		return nil, fmt.Errorf("%w: policy %v fills no checksum", ErrConfig, c.Policy)
 	}
 	a := addr.Addr().Unmap()
 	if !a.IsValid() || a.IsUnspecified() || a.IsMulticast() {
