@@ -460,7 +460,7 @@ func (c *UDPConn) readErr(err error) error {
 // ReadFromUDPAddrPort reads one datagram into b and returns its length
 // and source; a datagram longer than b is cut short, as on a kernel
 // socket. It blocks until one is there, the read deadline passes or the
-// conn is closed.
+// conn is closed. It allocates nothing.
 func (c *UDPConn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
 	for {
 		if c.closing.Load() {
@@ -488,12 +488,36 @@ func (c *UDPConn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
 }
 
 // ReadFrom implements net.PacketConn; the address is a *net.UDPAddr.
+// It allocates the address (one allocation per datagram);
+// ReadFromUDPAddrPort and ReadBatch allocate nothing.
 func (c *UDPConn) ReadFrom(b []byte) (int, net.Addr, error) {
 	n, src, err := c.ReadFromUDPAddrPort(b)
 	if err != nil {
 		return 0, nil, err
 	}
-	return n, net.UDPAddrFromAddrPort(src), nil
+	return n, newUDPAddr(src), nil
+}
+
+// udpAddr is a net.UDPAddr with room for its IP, so that one allocation
+// makes both.
+type udpAddr struct {
+	net.UDPAddr
+	ip [16]byte
+}
+
+// newUDPAddr is net.UDPAddrFromAddrPort in one allocation.
+func newUDPAddr(ap netip.AddrPort) *net.UDPAddr {
+	a := new(udpAddr)
+	ip := ap.Addr()
+	if ip.Is4() {
+		b := ip.As4()
+		a.IP = append(a.ip[:0], b[:]...)
+	} else {
+		b := ip.As16()
+		a.IP = append(a.ip[:0], b[:]...)
+	}
+	a.Port, a.Zone = int(ap.Port()), ip.Zone()
+	return &a.UDPAddr
 }
 
 // WriteTo implements net.PacketConn; addr must be a *net.UDPAddr.

@@ -26,7 +26,8 @@ func (c *UDPConn) writeErr(dst netip.AddrPort, err error) error {
 // kernel's neighbour table or lies behind another interface, goes out
 // through the kernel socket instead (the kernel fragments it, resolves
 // the neighbour or routes it). It blocks only while the TX ring is full,
-// until the write deadline.
+// until the write deadline. It allocates nothing on the AF_XDP path;
+// WriteTo does the same with a *net.UDPAddr.
 func (c *UDPConn) WriteToUDPAddrPort(b []byte, dst netip.AddrPort) (int, error) {
 	if c.closing.Load() {
 		return 0, c.writeErr(dst, net.ErrClosed)
