@@ -89,6 +89,7 @@ type UDPConn struct {
 	txc     struct{ sent, kernelSent, flushErrors atomic.Uint64 }
 	rdl     deadline
 	wdl     deadline
+	wdlMu   sync.Mutex // orders wdl's and the kernel socket's settings
 	closing atomic.Bool
 	done    chan struct{}
 	broken  chan struct{} // closed when a poller failed
@@ -424,8 +425,7 @@ func (c *UDPConn) SetDeadline(t time.Time) error {
 		return c.opErr("set", net.ErrClosed)
 	}
 	c.rdl.set(t)
-	c.wdl.set(t)
-	return nil
+	return c.setWriteDeadline(t)
 }
 
 // SetReadDeadline sets the deadline for reads: a read blocked now or
@@ -440,12 +440,23 @@ func (c *UDPConn) SetReadDeadline(t time.Time) error {
 }
 
 // SetWriteDeadline sets the deadline for writes, which block only while
-// the TX ring is full.
+// the TX ring or the kernel socket's send buffer is full.
 func (c *UDPConn) SetWriteDeadline(t time.Time) error {
 	if c.closing.Load() {
 		return c.opErr("set", net.ErrClosed)
 	}
+	return c.setWriteDeadline(t)
+}
+
+// setWriteDeadline sets the write deadline of the AF_XDP path and of the
+// kernel socket, so that a write blocked in either sees the change.
+func (c *UDPConn) setWriteDeadline(t time.Time) error {
+	c.wdlMu.Lock()
+	defer c.wdlMu.Unlock()
 	c.wdl.set(t)
+	if err := c.kernel.SetWriteDeadline(t); err != nil {
+		return c.opErr("set", err)
+	}
 	return nil
 }
 

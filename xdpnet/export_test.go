@@ -31,3 +31,6 @@ func (c *UDPConn) WatchErrors() uint64 { return c.neigh.watchErrs.Load() }
 
 // SetWatchBuffer sets the receive buffer of the rtnetlink subscription.
 func (c *UDPConn) SetWatchBuffer(n int) error { return c.neigh.watch.SetReadBuffer(n) }
+
+// SetKernelWriteBuffer sets SO_SNDBUF of the conn's kernel socket.
+func (c *UDPConn) SetKernelWriteBuffer(n int) error { return c.kernel.SetWriteBuffer(n) }

@@ -125,11 +125,9 @@ func (c *UDPConn) WriteToUDPAddrPort(b []byte, dst netip.AddrPort) (int, error) 
 	return len(b), nil
 }
 
-// writeKernel sends through the kernel socket.
+// writeKernel sends through the kernel socket, whose write deadline
+// SetWriteDeadline keeps equal to the conn's.
 func (c *UDPConn) writeKernel(b []byte, dst netip.AddrPort) (int, error) {
-	if err := c.kernel.SetWriteDeadline(c.wdl.get()); err != nil {
-		return 0, c.writeErr(dst, err)
-	}
 	n, err := c.kernel.WriteToUDPAddrPort(b, dst)
 	if err != nil {
 		var op *net.OpError
