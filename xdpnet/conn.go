@@ -322,18 +322,36 @@ func (c *UDPConn) poll(ctx context.Context, q *queue) {
 
 // kernelReader passes on what the kernel socket receives: the datagrams
 // the XDP program leaves to the kernel (fragments, IPv6 extension
-// headers), reassembled.
+// headers), reassembled. After a failed read it waits (retryDelay) before
+// the next, so that an error that persists does not spin; it stops when
+// the socket is closed.
 func (c *UDPConn) kernelReader(cnt *counters) {
 	defer c.wg.Done()
 	buf := make([]byte, 1<<16)
+	var wait *time.Timer
+	fails := 0
 	for {
 		n, src, err := c.kernel.ReadFromUDPAddrPort(buf)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
+			cnt.readErrors.Add(1)
+			if wait == nil {
+				wait = time.NewTimer(retryDelay(fails))
+			} else {
+				wait.Reset(retryDelay(fails))
+			}
+			fails++
+			select {
+			case <-wait.C:
+			case <-c.done:
+				wait.Stop()
+				return
+			}
 			continue
 		}
+		fails = 0
 		src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
 		if c.rx.pushCopy(buf[:n], src) {
 			cnt.received.Add(1)
@@ -341,6 +359,12 @@ func (c *UDPConn) kernelReader(cnt *counters) {
 			cnt.dropped.Add(1)
 		}
 	}
+}
+
+// retryDelay is how long a reader waits after its n-th failed read in a
+// row (from 0): 1 ms, doubling up to 1 s.
+func retryDelay(n int) time.Duration {
+	return min(time.Millisecond<<min(n, 10), time.Second)
 }
 
 // Close closes the conn: blocked reads and writes return net.ErrClosed,

@@ -147,6 +147,7 @@ func (q *rxQueue) pushCopy(payload []byte, src netip.AddrPort) bool {
 // counters are one receive path's counts; one goroutine writes them.
 type counters struct {
 	received, dropped, malformed, notOurs, badSum atomic.Uint64
+	readErrors                                    atomic.Uint64 // the kernel socket's failed reads
 }
 
 // handler receives one queue's packets (rxpath.Handler, Copier and

@@ -3,6 +3,7 @@ package xdpnet
 import (
 	"net/netip"
 	"testing"
+	"time"
 )
 
 // TestIdleQueueGivesBack: a queue's handler that took free slots of the
@@ -29,5 +30,21 @@ func TestIdleQueueGivesBack(t *testing.T) {
 	}
 	if got := len(q.free); got != 100 {
 		t.Errorf("%d of 100 slots free after release", got)
+	}
+}
+
+// TestRetryDelay: the kernel reader's wait after failed reads starts
+// short, never shrinks while failures go on, and is bounded.
+func TestRetryDelay(t *testing.T) {
+	prev := time.Duration(0)
+	for n := range 100 {
+		d := retryDelay(n)
+		if d < prev || d <= 0 || d > time.Second {
+			t.Fatalf("retryDelay(%d) = %v after %v", n, d, prev)
+		}
+		prev = d
+	}
+	if retryDelay(0) > 10*time.Millisecond || prev != time.Second {
+		t.Errorf("retryDelay from %v to %v, want at most 10ms to 1s", retryDelay(0), prev)
 	}
 }

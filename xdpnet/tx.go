@@ -244,6 +244,8 @@ type Stats struct {
 	Sent, KernelSent uint64
 	// FlushErrors: failed kicks of a TX ring.
 	FlushErrors uint64
+	// KernelReadErrors: failed reads of the kernel socket.
+	KernelReadErrors uint64
 }
 
 // Stats returns the conn's counters.
@@ -258,6 +260,7 @@ func (c *UDPConn) Stats() Stats {
 		s.BadChecksum += r.badSum.Load()
 	}
 	s.KernelReceived = c.rxc[len(c.rxc)-1].received.Load()
+	s.KernelReadErrors = c.rxc[len(c.rxc)-1].readErrors.Load()
 	s.Sent, s.KernelSent, s.FlushErrors = c.txc.sent.Load(), c.txc.kernelSent.Load(), c.txc.flushErrors.Load()
 	return s
 }
