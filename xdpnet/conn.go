@@ -76,7 +76,8 @@ type queue struct {
 // one address and port of one interface. Its methods may be called from
 // any number of goroutines at once.
 type UDPConn struct {
-	laddr      netip.AddrPort
+	laddr      netip.AddrPort // without a zone, as datagrams carry it
+	zladdr     netip.AddrPort // with the interface as the zone of a link-local address
 	ifname     string
 	maxPayload int
 	queues     []*queue
@@ -136,7 +137,9 @@ func listenUDP(ctx context.Context, ifname string, addr netip.AddrPort, cfg *Con
 		// Plain fills no UDP checksum: every write would fail.
 		return nil, fmt.Errorf("%w: policy %v fills no checksum", ErrConfig, c.Policy)
 	}
-	a := addr.Addr().Unmap()
+	// Addresses compare without their zone; a link-local address gets
+	// the interface's as its zone where the kernel needs one.
+	a := addr.Addr().Unmap().WithZone("")
 	if !a.IsValid() || a.IsUnspecified() || a.IsMulticast() {
 		return nil, fmt.Errorf("%w: %v", ErrAddr, addr)
 	}
@@ -199,13 +202,13 @@ func listenUDP(ctx context.Context, ifname string, addr netip.AddrPort, cfg *Con
 	if a.Is4() {
 		network = "udp4"
 	}
-	kernel, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, addr.Port())))
+	kernel, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(withZone(a, ifname), addr.Port())))
 	if err != nil {
 		return nil, fmt.Errorf("xdpnet: kernel socket: %w", err)
 	}
 	laddr := netip.AddrPortFrom(a, kernel.LocalAddr().(*net.UDPAddr).AddrPort().Port())
 	conn := &UDPConn{
-		laddr: laddr, ifname: ifname, kernel: kernel,
+		laddr: laddr, zladdr: netip.AddrPortFrom(withZone(a, ifname), laddr.Port()), ifname: ifname, kernel: kernel,
 		done: make(chan struct{}), broken: make(chan struct{}), kick: make(chan struct{}, 1),
 		rxc: make([]counters, len(queues)+1),
 	}
@@ -252,7 +255,7 @@ func listenUDP(ctx context.Context, ifname string, addr netip.AddrPort, cfg *Con
 		if q.sock.ZeroCopy() {
 			trust = false
 		}
-		q.h = newHandler(&conn.rx, laddr, trust, &conn.rxc[i])
+		q.h = newHandler(&conn.rx, laddr, ifname, trust, &conn.rxc[i])
 		if conn.maxPayload == 0 || q.s.FrameCap() < conn.maxPayload {
 			conn.maxPayload = q.s.FrameCap()
 		}
@@ -437,11 +440,21 @@ func (c *UDPConn) teardown() error {
 	return errors.Join(errs...)
 }
 
-// LocalAddr returns the bound address, a *net.UDPAddr.
-func (c *UDPConn) LocalAddr() net.Addr { return net.UDPAddrFromAddrPort(c.laddr) }
+// LocalAddr returns the bound address, a *net.UDPAddr; a link-local
+// address has the interface's name as its zone.
+func (c *UDPConn) LocalAddr() net.Addr { return net.UDPAddrFromAddrPort(c.zladdr) }
 
-// AddrPort returns the bound address and port.
-func (c *UDPConn) AddrPort() netip.AddrPort { return c.laddr }
+// AddrPort returns the bound address and port, as LocalAddr does.
+func (c *UDPConn) AddrPort() netip.AddrPort { return c.zladdr }
+
+// withZone gives a link-local IPv6 address without a zone the zone
+// ifname, as the kernel needs to send to it or bind to it.
+func withZone(a netip.Addr, ifname string) netip.Addr {
+	if a.Is6() && a.Zone() == "" && (a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast()) {
+		return a.WithZone(ifname)
+	}
+	return a
+}
 
 // SetDeadline sets the read and write deadlines, as net.Conn's does.
 func (c *UDPConn) SetDeadline(t time.Time) error {
@@ -493,7 +506,8 @@ func (c *UDPConn) readErr(err error) error {
 }
 
 // ReadFromUDPAddrPort reads one datagram into b and returns its length
-// and source; a datagram longer than b is cut short, as on a kernel
+// and source (a link-local source has the interface's name as its zone);
+// a datagram longer than b is cut short, as on a kernel
 // socket. It blocks until one is there, the read deadline passes or the
 // conn is closed. It allocates nothing.
 func (c *UDPConn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {

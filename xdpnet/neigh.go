@@ -198,7 +198,11 @@ func (n *neighbours) route(dst netip.Addr) hop {
 	gen := n.gen
 	n.mu.RUnlock()
 	n.routeGets.Add(1)
-	rs, err := n.h.RouteGet(net.IP(dst.AsSlice()))
+	var opts netlink.RouteGetOptions
+	if dst.IsLinkLocalUnicast() {
+		opts.OifIndex = n.ifindex // fe80::/64 is on every interface
+	}
+	rs, err := n.h.RouteGetWithOptions(net.IP(dst.AsSlice()), &opts)
 	if err != nil || len(rs) == 0 {
 		return hop{kernel: true, gen: gen}
 	}

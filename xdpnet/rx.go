@@ -156,6 +156,7 @@ type counters struct {
 type handler struct {
 	q            *rxQueue
 	local        netip.AddrPort
+	zone         string // the interface's name: link-local sources' zone
 	trustPartial bool
 	f            pkt.Frame
 	cache        []int32 // free slots taken from q
@@ -166,9 +167,9 @@ type handler struct {
 
 const batchLen = 64
 
-func newHandler(q *rxQueue, local netip.AddrPort, trustPartial bool, c *counters) *handler {
+func newHandler(q *rxQueue, local netip.AddrPort, zone string, trustPartial bool, c *counters) *handler {
 	return &handler{
-		q: q, local: local, trustPartial: trustPartial, c: c, cur: -1,
+		q: q, local: local, zone: zone, trustPartial: trustPartial, c: c, cur: -1,
 		cache: make([]int32, 0, batchLen), batch: make([]int32, 0, batchLen),
 	}
 }
@@ -208,6 +209,9 @@ func (h *handler) Receive(p *rxpath.Packet) {
 	default:
 		h.c.badSum.Add(1)
 		return
+	}
+	if src.Addr().Is6() && src.Addr().IsLinkLocalUnicast() {
+		src = netip.AddrPortFrom(src.Addr().WithZone(h.zone), src.Port())
 	}
 	s := &h.q.slots[h.cur]
 	s.off, s.n, s.src = h.f.L4+udpLen, len(payload), src

@@ -14,7 +14,7 @@ func TestIdleQueueGivesBack(t *testing.T) {
 	q.init(100, 64)
 	var c counters
 	local := netip.MustParseAddrPort("198.18.0.1:53")
-	hs := []*handler{newHandler(&q, local, false, &c), newHandler(&q, local, false, &c)}
+	hs := []*handler{newHandler(&q, local, "eth0", false, &c), newHandler(&q, local, "eth0", false, &c)}
 	for _, h := range hs {
 		if h.CopyBuffer(60) == nil {
 			t.Fatal("no free slot")
@@ -46,5 +46,20 @@ func TestRetryDelay(t *testing.T) {
 	}
 	if retryDelay(0) > 10*time.Millisecond || prev != time.Second {
 		t.Errorf("retryDelay from %v to %v, want at most 10ms to 1s", retryDelay(0), prev)
+	}
+}
+
+// TestWithZone: link-local IPv6 addresses without a zone get the
+// interface's; others stay as they are.
+func TestWithZone(t *testing.T) {
+	for in, want := range map[string]string{
+		"fe80::1":      "fe80::1%eth0",
+		"fe80::1%eth1": "fe80::1%eth1",
+		"2001:db8::1":  "2001:db8::1",
+		"198.18.0.1":   "198.18.0.1",
+	} {
+		if got := withZone(netip.MustParseAddr(in), "eth0"); got.String() != want {
+			t.Errorf("withZone(%s) = %v, want %s", in, got, want)
+		}
 	}
 }

@@ -38,17 +38,20 @@ func (c *UDPConn) WriteToUDPAddrPort(b []byte, dst netip.AddrPort) (int, error) 
 		return 0, c.writeErr(dst, os.ErrDeadlineExceeded)
 	default:
 	}
+	// The AF_XDP path compares addresses without their zone; the kernel
+	// socket needs the interface as a link-local address's zone.
 	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
 	if !dst.IsValid() || dst.Addr().Is4() != c.laddr.Addr().Is4() {
 		return 0, c.writeErr(dst, unix.EAFNOSUPPORT)
 	}
 	if len(b) > c.maxPayload {
-		return c.writeKernel(b, dst)
+		return c.writeKernel(b, netip.AddrPortFrom(withZone(dst.Addr(), c.ifname), dst.Port()))
 	}
-	src, mac, ok := c.neigh.lookup(dst.Addr())
+	src, mac, ok := c.neigh.lookup(dst.Addr().WithZone(""))
 	if !ok {
-		return c.writeKernel(b, dst)
+		return c.writeKernel(b, netip.AddrPortFrom(withZone(dst.Addr(), c.ifname), dst.Port()))
 	}
+	dst = netip.AddrPortFrom(dst.Addr().WithZone(""), dst.Port())
 	q := c.queues[0]
 	if len(c.queues) > 1 {
 		q = c.queues[hashAddrPort(dst)%uint32(len(c.queues))]
