@@ -148,6 +148,7 @@ func (q *rxQueue) pushCopy(payload []byte, src netip.AddrPort) bool {
 type counters struct {
 	received, dropped, malformed, notOurs, badSum atomic.Uint64
 	readErrors                                    atomic.Uint64 // the kernel socket's failed reads
+	uncopied                                      atomic.Uint64 // multi-buffer frames
 }
 
 // handler receives one queue's packets (rxpath.Handler, Copier and
@@ -193,8 +194,12 @@ func (h *handler) CopyBuffer(n int) []byte {
 
 // Receive implements rxpath.Handler.
 func (h *handler) Receive(p *rxpath.Packet) {
-	if !p.Copied() || h.cur < 0 {
-		h.c.dropped.Add(1)
+	if !p.Copied() {
+		if len(p.Segments) > 1 || h.cur >= 0 {
+			h.c.uncopied.Add(1) // more than one buffer: not copied into a slot
+		} else {
+			h.c.dropped.Add(1) // no free slot
+		}
 		return
 	}
 	payload, src, v := parseDatagram(p.Data, h.local, h.trustPartial, &h.f)

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/xdpkit/xdpkit/rxpath"
 )
 
 // TestIdleQueueGivesBack: a queue's handler that took free slots of the
@@ -61,5 +63,26 @@ func TestWithZone(t *testing.T) {
 		if got := withZone(netip.MustParseAddr(in), "eth0"); got.String() != want {
 			t.Errorf("withZone(%s) = %v, want %s", in, got, want)
 		}
+	}
+}
+
+// TestUncopiedNotDropped: a multi-buffer frame counts as MultiBuffer; a
+// frame that finds no free slot counts as Dropped.
+func TestUncopiedNotDropped(t *testing.T) {
+	var q rxQueue
+	q.init(1, 64)
+	var c counters
+	h := newHandler(&q, netip.MustParseAddrPort("198.18.0.1:53"), "eth0", false, &c)
+	h.Receive(&rxpath.Packet{Segments: [][]byte{make([]byte, 64), make([]byte, 64)}})
+	if c.uncopied.Load() != 1 || c.dropped.Load() != 0 {
+		t.Errorf("multi-buffer frame: uncopied %d, dropped %d", c.uncopied.Load(), c.dropped.Load())
+	}
+	q.free = q.free[:0] // the read buffer is full
+	if h.CopyBuffer(60) != nil {
+		t.Fatal("a slot from a full read buffer")
+	}
+	h.Receive(&rxpath.Packet{Segments: [][]byte{make([]byte, 60)}})
+	if c.uncopied.Load() != 1 || c.dropped.Load() != 1 {
+		t.Errorf("frame with no free slot: uncopied %d, dropped %d", c.uncopied.Load(), c.dropped.Load())
 	}
 }

@@ -237,6 +237,9 @@ type Stats struct {
 	// Dropped: datagrams dropped because ReadBuffer datagrams were
 	// waiting to be read.
 	Dropped uint64
+	// MultiBuffer: frames of more than one buffer (with
+	// Config.Socket.MultiBuffer), which the conn does not take.
+	MultiBuffer uint64
 	// Malformed, NotOurs, BadChecksum: frames the AF_XDP sockets got
 	// that were not datagrams to read: headers cut short or
 	// inconsistent; not a whole UDP datagram to the bound address and
@@ -261,6 +264,7 @@ func (c *UDPConn) Stats() Stats {
 		s.Malformed += r.malformed.Load()
 		s.NotOurs += r.notOurs.Load()
 		s.BadChecksum += r.badSum.Load()
+		s.MultiBuffer += r.uncopied.Load()
 	}
 	s.KernelReceived = c.rxc[len(c.rxc)-1].received.Load()
 	s.KernelReadErrors = c.rxc[len(c.rxc)-1].readErrors.Load()
