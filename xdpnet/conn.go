@@ -36,8 +36,8 @@ var (
 // Config configures ListenUDP. A nil *Config means all defaults.
 type Config struct {
 	// Queues are the interface's receive queues to serve, one AF_XDP
-	// socket each; each must be one of the queues in use (ethtool -l).
-	// Default: every receive queue in use.
+	// socket each; each must be one of the queues in use (ethtool -l) as
+	// an RX and a TX queue. Default: every such queue.
 	Queues []int
 	// FrameCount is the number of UMEM frames per queue (default 4096):
 	// half for receiving, half for sending.
@@ -173,15 +173,21 @@ func listenUDP(ctx context.Context, ifname string, addr netip.AddrPort, cfg *Con
 		return nil, fmt.Errorf("%w: MTU %d of %q", ErrMTU, mtu, ifname)
 	}
 	// The kernel binds an AF_XDP socket only to a queue in use (ethtool
-	// channels), which may be fewer than the queues allocated.
+	// channels), which may be fewer than the queues allocated; a socket
+	// with RX and TX rings, as the conn's are, to a queue that is both an
+	// RX and a TX queue in use.
 	info, err := xsk.Device(ifname)
 	if err != nil {
 		return nil, fmt.Errorf("xdpnet: interface %q: %w", ifname, err)
 	}
-	inUse := max(1, info.RxQueues, info.TxQueues)
+	inUse := max(info.RxQueues, info.TxQueues)
+	if info.RxQueues > 0 && info.TxQueues > 0 {
+		inUse = min(info.RxQueues, info.TxQueues)
+	}
+	inUse = max(1, inUse)
 	queues := c.Queues
 	if len(queues) == 0 {
-		for i := 0; i < max(1, info.RxQueues); i++ {
+		for i := range inUse {
 			queues = append(queues, i)
 		}
 	}
