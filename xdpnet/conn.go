@@ -36,7 +36,8 @@ var (
 // Config configures ListenUDP. A nil *Config means all defaults.
 type Config struct {
 	// Queues are the interface's receive queues to serve, one AF_XDP
-	// socket each. Default: every receive queue of the interface.
+	// socket each; each must be one of the queues in use (ethtool -l) as
+	// an RX and a TX queue. Default: every such queue.
 	Queues []int
 	// FrameCount is the number of UMEM frames per queue (default 4096):
 	// half for receiving, half for sending.
@@ -52,6 +53,7 @@ type Config struct {
 	Poller rxpath.Config
 	// Policy is the senders' copy and checksum policy (txpath.Auto by
 	// default, which gives complete checksums on every device).
+	// txpath.Plain, which fills no checksum, is refused with ErrConfig.
 	Policy txpath.Policy
 }
 
@@ -74,7 +76,8 @@ type queue struct {
 // one address and port of one interface. Its methods may be called from
 // any number of goroutines at once.
 type UDPConn struct {
-	laddr      netip.AddrPort
+	laddr      netip.AddrPort // without a zone, as datagrams carry it
+	zladdr     netip.AddrPort // with the interface as the zone of a link-local address
 	ifname     string
 	maxPayload int
 	queues     []*queue
@@ -87,6 +90,7 @@ type UDPConn struct {
 	txc     struct{ sent, kernelSent, flushErrors atomic.Uint64 }
 	rdl     deadline
 	wdl     deadline
+	wdlMu   sync.Mutex // orders wdl's and the kernel socket's settings
 	closing atomic.Bool
 	done    chan struct{}
 	broken  chan struct{} // closed when a poller failed
@@ -129,7 +133,13 @@ func listenUDP(ctx context.Context, ifname string, addr netip.AddrPort, cfg *Con
 	if c.FrameCount < 64 || c.ReadBuffer < 1 {
 		return nil, fmt.Errorf("%w: FrameCount %d (at least 64), ReadBuffer %d", ErrConfig, c.FrameCount, c.ReadBuffer)
 	}
-	a := addr.Addr().Unmap()
+	if c.Policy == txpath.Plain {
+		// Plain fills no UDP checksum: every write would fail.
+		return nil, fmt.Errorf("%w: policy %v fills no checksum", ErrConfig, c.Policy)
+	}
+	// Addresses compare without their zone; a link-local address gets
+	// the interface's as its zone where the kernel needs one.
+	a := addr.Addr().Unmap().WithZone("")
 	if !a.IsValid() || a.IsUnspecified() || a.IsMulticast() {
 		return nil, fmt.Errorf("%w: %v", ErrAddr, addr)
 	}
@@ -145,16 +155,10 @@ func listenUDP(ctx context.Context, ifname string, addr netip.AddrPort, cfg *Con
 	if err != nil {
 		return nil, fmt.Errorf("xdpnet: addresses of %q: %w", ifname, err)
 	}
-	var pass []netip.Addr
 	found := false
 	for _, x := range addrs {
-		ip, ok := netip.AddrFromSlice(x.IP)
-		switch {
-		case !ok:
-		case ip.Unmap() == a:
+		if ip, ok := netip.AddrFromSlice(x.IP); ok && ip.Unmap() == a {
 			found = true
-		case len(pass) < xsk.MaxPassDst:
-			pass = append(pass, ip.Unmap())
 		}
 	}
 	if !found {
@@ -168,11 +172,33 @@ func listenUDP(ctx context.Context, ifname string, addr netip.AddrPort, cfg *Con
 	if mtu+ethLen+4 > int(frameSize)-256 {
 		return nil, fmt.Errorf("%w: MTU %d of %q", ErrMTU, mtu, ifname)
 	}
+	// The kernel binds an AF_XDP socket only to a queue in use (ethtool
+	// channels), which may be fewer than the queues allocated; a socket
+	// with RX and TX rings, as the conn's are, to a queue that is both an
+	// RX and a TX queue in use.
+	info, err := xsk.Device(ifname)
+	if err != nil {
+		return nil, fmt.Errorf("xdpnet: interface %q: %w", ifname, err)
+	}
+	inUse := max(info.RxQueues, info.TxQueues)
+	if info.RxQueues > 0 && info.TxQueues > 0 {
+		inUse = min(info.RxQueues, info.TxQueues)
+	}
+	inUse = max(1, inUse)
 	queues := c.Queues
 	if len(queues) == 0 {
-		for i := 0; i < max(1, link.Attrs().NumRxQueues); i++ {
+		for i := range inUse {
 			queues = append(queues, i)
 		}
+	}
+	maxQueue := 0
+	seen := make(map[int]bool, len(queues))
+	for _, q := range queues {
+		if q < 0 || q >= inUse || seen[q] {
+			return nil, fmt.Errorf("%w: queue %d (%q has queues 0 to %d in use, each may be given once)", ErrConfig, q, ifname, inUse-1)
+		}
+		seen[q] = true
+		maxQueue = max(maxQueue, q)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -182,13 +208,13 @@ func listenUDP(ctx context.Context, ifname string, addr netip.AddrPort, cfg *Con
 	if a.Is4() {
 		network = "udp4"
 	}
-	kernel, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, addr.Port())))
+	kernel, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(withZone(a, ifname), addr.Port())))
 	if err != nil {
 		return nil, fmt.Errorf("xdpnet: kernel socket: %w", err)
 	}
 	laddr := netip.AddrPortFrom(a, kernel.LocalAddr().(*net.UDPAddr).AddrPort().Port())
 	conn := &UDPConn{
-		laddr: laddr, ifname: ifname, kernel: kernel,
+		laddr: laddr, zladdr: netip.AddrPortFrom(withZone(a, ifname), laddr.Port()), ifname: ifname, kernel: kernel,
 		done: make(chan struct{}), broken: make(chan struct{}), kick: make(chan struct{}, 1),
 		rxc: make([]counters, len(queues)+1),
 	}
@@ -207,8 +233,14 @@ func listenUDP(ctx context.Context, ifname string, addr netip.AddrPort, cfg *Con
 	if err != nil {
 		return nil, err
 	}
-	filter := &xsk.Filter{IPv4UDP: a.Is4(), IPv6UDP: !a.Is4(), DstPorts: []uint16{laddr.Port()}, PassDst: pass}
-	if conn.prog, err = xsk.AttachProgram(ifname, &xsk.ProgramConfig{Filter: filter}); err != nil {
+	// Only datagrams to the bound address and port: transit traffic,
+	// broadcast, multicast and the interface's other addresses (also those
+	// added later) stay with the kernel.
+	// Only datagrams to the bound address and port: with a prefix of one
+	// IP version only, the program leaves the other version to the kernel.
+	filter := &xsk.Filter{IPv4UDP: a.Is4(), IPv6UDP: !a.Is4(), DstPorts: []uint16{laddr.Port()},
+		DstPrefixes: []netip.Prefix{netip.PrefixFrom(a.WithZone(""), a.BitLen())}}
+	if conn.prog, err = xsk.AttachProgram(ifname, &xsk.ProgramConfig{Filter: filter, MaxQueues: maxQueue + 1}); err != nil {
 		return nil, err
 	}
 	pc := c.Poller
@@ -232,7 +264,7 @@ func listenUDP(ctx context.Context, ifname string, addr netip.AddrPort, cfg *Con
 		if q.sock.ZeroCopy() {
 			trust = false
 		}
-		q.h = newHandler(&conn.rx, laddr, trust, &conn.rxc[i])
+		q.h = newHandler(&conn.rx, laddr, ifname, trust, &conn.rxc[i])
 		if conn.maxPayload == 0 || q.s.FrameCap() < conn.maxPayload {
 			conn.maxPayload = q.s.FrameCap()
 		}
@@ -302,18 +334,36 @@ func (c *UDPConn) poll(ctx context.Context, q *queue) {
 
 // kernelReader passes on what the kernel socket receives: the datagrams
 // the XDP program leaves to the kernel (fragments, IPv6 extension
-// headers), reassembled.
+// headers), reassembled. After a failed read it waits (retryDelay) before
+// the next, so that an error that persists does not spin; it stops when
+// the socket is closed.
 func (c *UDPConn) kernelReader(cnt *counters) {
 	defer c.wg.Done()
 	buf := make([]byte, 1<<16)
+	var wait *time.Timer
+	fails := 0
 	for {
 		n, src, err := c.kernel.ReadFromUDPAddrPort(buf)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
+			cnt.readErrors.Add(1)
+			if wait == nil {
+				wait = time.NewTimer(retryDelay(fails))
+			} else {
+				wait.Reset(retryDelay(fails))
+			}
+			fails++
+			select {
+			case <-wait.C:
+			case <-c.done:
+				wait.Stop()
+				return
+			}
 			continue
 		}
+		fails = 0
 		src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
 		if c.rx.pushCopy(buf[:n], src) {
 			cnt.received.Add(1)
@@ -321,6 +371,12 @@ func (c *UDPConn) kernelReader(cnt *counters) {
 			cnt.dropped.Add(1)
 		}
 	}
+}
+
+// retryDelay is how long a reader waits after its n-th failed read in a
+// row (from 0): 1 ms, doubling up to 1 s.
+func retryDelay(n int) time.Duration {
+	return min(time.Millisecond<<min(n, 10), time.Second)
 }
 
 // Close closes the conn: blocked reads and writes return net.ErrClosed,
@@ -393,11 +449,21 @@ func (c *UDPConn) teardown() error {
 	return errors.Join(errs...)
 }
 
-// LocalAddr returns the bound address, a *net.UDPAddr.
-func (c *UDPConn) LocalAddr() net.Addr { return net.UDPAddrFromAddrPort(c.laddr) }
+// LocalAddr returns the bound address, a *net.UDPAddr; a link-local
+// address has the interface's name as its zone.
+func (c *UDPConn) LocalAddr() net.Addr { return net.UDPAddrFromAddrPort(c.zladdr) }
 
-// AddrPort returns the bound address and port.
-func (c *UDPConn) AddrPort() netip.AddrPort { return c.laddr }
+// AddrPort returns the bound address and port, as LocalAddr does.
+func (c *UDPConn) AddrPort() netip.AddrPort { return c.zladdr }
+
+// withZone gives a link-local IPv6 address without a zone the zone
+// ifname, as the kernel needs to send to it or bind to it.
+func withZone(a netip.Addr, ifname string) netip.Addr {
+	if a.Is6() && a.Zone() == "" && (a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast()) {
+		return a.WithZone(ifname)
+	}
+	return a
+}
 
 // SetDeadline sets the read and write deadlines, as net.Conn's does.
 func (c *UDPConn) SetDeadline(t time.Time) error {
@@ -405,8 +471,7 @@ func (c *UDPConn) SetDeadline(t time.Time) error {
 		return c.opErr("set", net.ErrClosed)
 	}
 	c.rdl.set(t)
-	c.wdl.set(t)
-	return nil
+	return c.setWriteDeadline(t)
 }
 
 // SetReadDeadline sets the deadline for reads: a read blocked now or
@@ -421,12 +486,23 @@ func (c *UDPConn) SetReadDeadline(t time.Time) error {
 }
 
 // SetWriteDeadline sets the deadline for writes, which block only while
-// the TX ring is full.
+// the TX ring or the kernel socket's send buffer is full.
 func (c *UDPConn) SetWriteDeadline(t time.Time) error {
 	if c.closing.Load() {
 		return c.opErr("set", net.ErrClosed)
 	}
+	return c.setWriteDeadline(t)
+}
+
+// setWriteDeadline sets the write deadline of the AF_XDP path and of the
+// kernel socket, so that a write blocked in either sees the change.
+func (c *UDPConn) setWriteDeadline(t time.Time) error {
+	c.wdlMu.Lock()
+	defer c.wdlMu.Unlock()
 	c.wdl.set(t)
+	if err := c.kernel.SetWriteDeadline(t); err != nil {
+		return c.opErr("set", err)
+	}
 	return nil
 }
 
@@ -439,9 +515,10 @@ func (c *UDPConn) readErr(err error) error {
 }
 
 // ReadFromUDPAddrPort reads one datagram into b and returns its length
-// and source; a datagram longer than b is cut short, as on a kernel
+// and source (a link-local source has the interface's name as its zone);
+// a datagram longer than b is cut short, as on a kernel
 // socket. It blocks until one is there, the read deadline passes or the
-// conn is closed.
+// conn is closed. It allocates nothing.
 func (c *UDPConn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
 	for {
 		if c.closing.Load() {
@@ -469,12 +546,36 @@ func (c *UDPConn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
 }
 
 // ReadFrom implements net.PacketConn; the address is a *net.UDPAddr.
+// It allocates the address (one allocation per datagram);
+// ReadFromUDPAddrPort and ReadBatch allocate nothing.
 func (c *UDPConn) ReadFrom(b []byte) (int, net.Addr, error) {
 	n, src, err := c.ReadFromUDPAddrPort(b)
 	if err != nil {
 		return 0, nil, err
 	}
-	return n, net.UDPAddrFromAddrPort(src), nil
+	return n, newUDPAddr(src), nil
+}
+
+// udpAddr is a net.UDPAddr with room for its IP, so that one allocation
+// makes both.
+type udpAddr struct {
+	net.UDPAddr
+	ip [16]byte
+}
+
+// newUDPAddr is net.UDPAddrFromAddrPort in one allocation.
+func newUDPAddr(ap netip.AddrPort) *net.UDPAddr {
+	a := new(udpAddr)
+	ip := ap.Addr()
+	if ip.Is4() {
+		b := ip.As4()
+		a.IP = append(a.ip[:0], b[:]...)
+	} else {
+		b := ip.As16()
+		a.IP = append(a.ip[:0], b[:]...)
+	}
+	a.Port, a.Zone = int(ap.Port()), ip.Zone()
+	return &a.UDPAddr
 }
 
 // WriteTo implements net.PacketConn; addr must be a *net.UDPAddr.

@@ -32,6 +32,17 @@ type bed struct {
 
 func newBed(t *testing.T, v6 bool, pc *vethns.PairConfig) *bed {
 	t.Helper()
+	bd, err := newBedConfig(t, v6, pc, nil, nil)
+	if err != nil {
+		t.Fatalf("ListenUDP: %v", err)
+	}
+	return bd
+}
+
+// newBedConfig is newBed with a Config, and prep run in the server's
+// namespace before ListenUDP; it returns ListenUDP's error.
+func newBedConfig(t *testing.T, v6 bool, pc *vethns.PairConfig, cfg *xdpnet.Config, prep func(*bed) error) (*bed, error) {
+	t.Helper()
 	vethns.Require(t)
 	bd := &bed{a: vethns.NewNS(t), b: vethns.NewNS(t)}
 	bd.p = vethns.NewPair(t, bd.a, bd.b, pc)
@@ -39,13 +50,22 @@ func newBed(t *testing.T, v6 bool, pc *vethns.PairConfig) *bed {
 	if v6 {
 		bd.srv = bd.p.A.AddrPort6(port)
 	}
+	var prepErr error
 	err := bd.a.Do(func() error {
+		if prep != nil {
+			if prepErr = prep(bd); prepErr != nil {
+				return nil
+			}
+		}
 		var err error
-		bd.c, err = xdpnet.ListenUDP(context.Background(), bd.p.A.Name, bd.srv, nil)
+		bd.c, err = xdpnet.ListenUDP(context.Background(), bd.p.A.Name, bd.srv, cfg)
 		return err
 	})
+	if prepErr != nil {
+		t.Fatalf("prepare: %v", prepErr)
+	}
 	if err != nil {
-		t.Fatalf("ListenUDP: %v", err)
+		return nil, err
 	}
 	t.Cleanup(func() {
 		if err := bd.c.Close(); err != nil {
@@ -57,7 +77,7 @@ func newBed(t *testing.T, v6 bool, pc *vethns.PairConfig) *bed {
 			}
 		}
 	})
-	return bd
+	return bd, nil
 }
 
 // echo serves the conn until it is closed: every datagram goes back to

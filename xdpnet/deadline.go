@@ -75,10 +75,3 @@ func closed(c chan struct{}) bool {
 		return false
 	}
 }
-
-// get returns the deadline (zero: none).
-func (d *deadline) get() time.Time {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.t
-}

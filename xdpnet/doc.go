@@ -20,10 +20,11 @@
 // # What goes where
 //
 // ListenUDP attaches xdpkit's XDP program to the interface with a filter
-// that redirects UDP datagrams to the bound port, except those to the
-// interface's other addresses, into one AF_XDP socket per receive queue.
-// Everything else stays with the kernel: ARP, neighbour discovery, ICMP,
-// other ports. Each queue has its own UMEM, an rxpath.Poller on a
+// that redirects UDP datagrams to the bound address and port, and nothing
+// else, into one AF_XDP socket per receive queue. Everything else stays
+// with the kernel: ARP, neighbour discovery, ICMP, other ports, the
+// interface's other addresses (also those added later), broadcast,
+// multicast and traffic the host forwards. Each queue has its own UMEM, an rxpath.Poller on a
 // goroutine of its own, and a txpath.Sender.
 //
 // ListenUDP also binds a kernel UDP socket to the same address and port.

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	mdnl "github.com/mdlayher/netlink"
 	"github.com/vishvananda/netlink"
@@ -36,15 +38,18 @@ type neighbours struct {
 	family  int
 
 	mu     sync.RWMutex
-	gen    uint64                 // bumped on every change
+	gen    uint64                 // bumped by every change of a route or a link
 	macs   map[netip.Addr][6]byte // usable neighbour entries of the interface
 	routes map[netip.Addr]hop     // destination -> next hop, valid while gen matches
 	srcMAC [6]byte
 
-	watch   *mdnl.Conn
-	done    chan struct{}
-	reloads atomic.Uint64
-	lastErr atomic.Pointer[error]
+	watch     *mdnl.Conn
+	stop      chan struct{} // closed by close
+	done      chan struct{}
+	reloads   atomic.Uint64
+	routeGets atomic.Uint64 // RTM_GETROUTE requests
+	watchErrs atomic.Uint64 // failed receives of the subscription
+	lastErr   atomic.Pointer[error]
 }
 
 // newNeighbours reads the interface's neighbours and subscribes to
@@ -54,7 +59,7 @@ func newNeighbours(ifindex int, v4 bool) (*neighbours, error) {
 	if err != nil {
 		return nil, fmt.Errorf("xdpnet: rtnetlink: %w", err)
 	}
-	n := &neighbours{h: h, ifindex: ifindex, family: netlink.FAMILY_V6, done: make(chan struct{})}
+	n := &neighbours{h: h, ifindex: ifindex, family: netlink.FAMILY_V6, stop: make(chan struct{}), done: make(chan struct{})}
 	if v4 {
 		n.family = netlink.FAMILY_V4
 	}
@@ -65,7 +70,7 @@ func newNeighbours(ifindex int, v4 bool) (*neighbours, error) {
 		h.Close()
 		return nil, fmt.Errorf("xdpnet: rtnetlink subscription: %w", err)
 	}
-	if err := n.reload(); err != nil {
+	if err := n.reload(true); err != nil {
 		n.watch.Close()
 		h.Close()
 		return nil, err
@@ -75,21 +80,61 @@ func newNeighbours(ifindex int, v4 bool) (*neighbours, error) {
 }
 
 // run reloads the table after every batch of announcements until close.
+// A batch of neighbour announcements reloads the neighbour entries only;
+// one with a route or link announcement also empties the route cache. A
+// failed receive (ENOBUFS: the kernel dropped announcements while the
+// socket's buffer was full) is recorded and reloads everything, since
+// any announcement may have been lost; the watcher goes on until close.
 func (n *neighbours) run() {
 	defer close(n.done)
+	backoff := time.Duration(0)
 	for {
-		if _, err := n.watch.Receive(); err != nil {
-			return // closed (or the subscription failed: routes stay as they are)
+		msgs, err := n.watch.Receive()
+		select {
+		case <-n.stop:
+			return
+		default:
 		}
-		if err := n.reload(); err != nil {
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrClosed) {
+				return
+			}
+			n.watchErrs.Add(1)
+			err = fmt.Errorf("xdpnet: rtnetlink subscription: %w", err)
+			n.lastErr.Store(&err)
+			// Back off while the failures go on, so that a persistent
+			// one does not spin.
+			if backoff > 0 {
+				select {
+				case <-n.stop:
+					return
+				case <-time.After(backoff):
+				}
+			}
+			backoff = min(2*backoff+time.Millisecond, time.Second)
+			if err := n.reload(true); err != nil {
+				n.lastErr.Store(&err)
+			}
+			continue
+		}
+		backoff = 0
+		routes := false
+		for _, m := range msgs {
+			switch m.Header.Type {
+			case unix.RTM_NEWNEIGH, unix.RTM_DELNEIGH:
+			default:
+				routes = true
+			}
+		}
+		if err := n.reload(routes); err != nil {
 			n.lastErr.Store(&err)
 		}
 	}
 }
 
-// reload reads the interface's MAC and its neighbour entries again and
-// invalidates the cached routes.
-func (n *neighbours) reload() error {
+// reload reads the interface's MAC and its neighbour entries again and,
+// with routes, invalidates the cached routes.
+func (n *neighbours) reload(routes bool) error {
 	link, err := n.h.LinkByIndex(n.ifindex)
 	if err != nil {
 		return fmt.Errorf("xdpnet: interface %d: %w", n.ifindex, err)
@@ -114,7 +159,9 @@ func (n *neighbours) reload() error {
 	if len(link.Attrs().HardwareAddr) == 6 {
 		n.srcMAC = [6]byte(link.Attrs().HardwareAddr)
 	}
-	n.gen++
+	if routes {
+		n.gen++
+	}
 	n.reloads.Add(1)
 	return nil
 }
@@ -150,7 +197,12 @@ func (n *neighbours) route(dst netip.Addr) hop {
 	n.mu.RLock()
 	gen := n.gen
 	n.mu.RUnlock()
-	rs, err := n.h.RouteGet(net.IP(dst.AsSlice()))
+	n.routeGets.Add(1)
+	var opts netlink.RouteGetOptions
+	if dst.IsLinkLocalUnicast() {
+		opts.OifIndex = n.ifindex // fe80::/64 is on every interface
+	}
+	rs, err := n.h.RouteGetWithOptions(net.IP(dst.AsSlice()), &opts)
 	if err != nil || len(rs) == 0 {
 		return hop{kernel: true, gen: gen}
 	}
@@ -166,6 +218,7 @@ func (n *neighbours) route(dst netip.Addr) hop {
 }
 
 func (n *neighbours) close() error {
+	close(n.stop)
 	err := n.watch.Close()
 	<-n.done
 	n.h.Close()

@@ -78,6 +78,24 @@ func (q *rxQueue) publish(batch []int32) {
 	q.wake()
 }
 
+// endRound makes the slots in batch ready for readers and gives back the
+// unused free slots in cache and cur (-1: none), under one lock.
+func (q *rxQueue) endRound(batch, cache []int32, cur int32) {
+	q.mu.Lock()
+	for _, i := range batch {
+		q.ready[(q.head+q.count)%len(q.ready)] = i
+		q.count++
+	}
+	q.free = append(q.free, cache...)
+	if cur >= 0 {
+		q.free = append(q.free, cur)
+	}
+	q.mu.Unlock()
+	if len(batch) > 0 {
+		q.wake()
+	}
+}
+
 // pop copies the oldest ready datagram into b and frees its slot. It
 // reports false when none is ready.
 func (q *rxQueue) pop(b []byte) (int, netip.AddrPort, bool) {
@@ -129,6 +147,8 @@ func (q *rxQueue) pushCopy(payload []byte, src netip.AddrPort) bool {
 // counters are one receive path's counts; one goroutine writes them.
 type counters struct {
 	received, dropped, malformed, notOurs, badSum atomic.Uint64
+	readErrors                                    atomic.Uint64 // the kernel socket's failed reads
+	uncopied                                      atomic.Uint64 // multi-buffer frames
 }
 
 // handler receives one queue's packets (rxpath.Handler, Copier and
@@ -137,6 +157,7 @@ type counters struct {
 type handler struct {
 	q            *rxQueue
 	local        netip.AddrPort
+	zone         string // the interface's name: link-local sources' zone
 	trustPartial bool
 	f            pkt.Frame
 	cache        []int32 // free slots taken from q
@@ -147,9 +168,9 @@ type handler struct {
 
 const batchLen = 64
 
-func newHandler(q *rxQueue, local netip.AddrPort, trustPartial bool, c *counters) *handler {
+func newHandler(q *rxQueue, local netip.AddrPort, zone string, trustPartial bool, c *counters) *handler {
 	return &handler{
-		q: q, local: local, trustPartial: trustPartial, c: c, cur: -1,
+		q: q, local: local, zone: zone, trustPartial: trustPartial, c: c, cur: -1,
 		cache: make([]int32, 0, batchLen), batch: make([]int32, 0, batchLen),
 	}
 }
@@ -173,8 +194,12 @@ func (h *handler) CopyBuffer(n int) []byte {
 
 // Receive implements rxpath.Handler.
 func (h *handler) Receive(p *rxpath.Packet) {
-	if !p.Copied() || h.cur < 0 {
-		h.c.dropped.Add(1)
+	if !p.Copied() {
+		if len(p.Segments) > 1 || h.cur >= 0 {
+			h.c.uncopied.Add(1) // more than one buffer: not copied into a slot
+		} else {
+			h.c.dropped.Add(1) // no free slot
+		}
 		return
 	}
 	payload, src, v := parseDatagram(p.Data, h.local, h.trustPartial, &h.f)
@@ -190,33 +215,31 @@ func (h *handler) Receive(p *rxpath.Packet) {
 		h.c.badSum.Add(1)
 		return
 	}
+	if src.Addr().Is6() && src.Addr().IsLinkLocalUnicast() {
+		src = netip.AddrPortFrom(src.Addr().WithZone(h.zone), src.Port())
+	}
 	s := &h.q.slots[h.cur]
 	s.off, s.n, s.src = h.f.L4+udpLen, len(payload), src
 	h.batch = append(h.batch, h.cur)
 	h.cur = -1
 	h.c.received.Add(1)
 	if len(h.batch) == cap(h.batch) {
-		h.EndRound()
-	}
-}
-
-// EndRound implements rxpath.RoundEnder: the round's datagrams become
-// readable together.
-func (h *handler) EndRound() {
-	if len(h.batch) > 0 {
 		h.q.publish(h.batch)
 		h.batch = h.batch[:0]
 	}
 }
 
-// release gives the handler's slots back after its poller stopped.
-func (h *handler) release() {
-	h.EndRound()
-	h.q.mu.Lock()
-	h.q.free = append(h.q.free, h.cache...)
-	if h.cur >= 0 {
-		h.q.free = append(h.q.free, h.cur)
+// EndRound implements rxpath.RoundEnder: the round's datagrams become
+// readable together, and the free slots the handler took and did not
+// fill go back to the read queue, so that a queue that falls idle holds
+// none of them.
+func (h *handler) EndRound() {
+	if len(h.batch) == 0 && len(h.cache) == 0 && h.cur < 0 {
+		return // an empty round: no lock
 	}
-	h.q.mu.Unlock()
-	h.cache, h.cur = h.cache[:0], -1
+	h.q.endRound(h.batch, h.cache, h.cur)
+	h.batch, h.cache, h.cur = h.batch[:0], h.cache[:0], -1
 }
+
+// release gives the handler's slots back after its poller stopped.
+func (h *handler) release() { h.EndRound() }

@@ -26,7 +26,8 @@ func (c *UDPConn) writeErr(dst netip.AddrPort, err error) error {
 // kernel's neighbour table or lies behind another interface, goes out
 // through the kernel socket instead (the kernel fragments it, resolves
 // the neighbour or routes it). It blocks only while the TX ring is full,
-// until the write deadline.
+// until the write deadline. It allocates nothing on the AF_XDP path;
+// WriteTo does the same with a *net.UDPAddr.
 func (c *UDPConn) WriteToUDPAddrPort(b []byte, dst netip.AddrPort) (int, error) {
 	if c.closing.Load() {
 		return 0, c.writeErr(dst, net.ErrClosed)
@@ -37,17 +38,20 @@ func (c *UDPConn) WriteToUDPAddrPort(b []byte, dst netip.AddrPort) (int, error) 
 		return 0, c.writeErr(dst, os.ErrDeadlineExceeded)
 	default:
 	}
+	// The AF_XDP path compares addresses without their zone; the kernel
+	// socket needs the interface as a link-local address's zone.
 	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
 	if !dst.IsValid() || dst.Addr().Is4() != c.laddr.Addr().Is4() {
 		return 0, c.writeErr(dst, unix.EAFNOSUPPORT)
 	}
 	if len(b) > c.maxPayload {
-		return c.writeKernel(b, dst)
+		return c.writeKernel(b, netip.AddrPortFrom(withZone(dst.Addr(), c.ifname), dst.Port()))
 	}
-	src, mac, ok := c.neigh.lookup(dst.Addr())
+	src, mac, ok := c.neigh.lookup(dst.Addr().WithZone(""))
 	if !ok {
-		return c.writeKernel(b, dst)
+		return c.writeKernel(b, netip.AddrPortFrom(withZone(dst.Addr(), c.ifname), dst.Port()))
 	}
+	dst = netip.AddrPortFrom(dst.Addr().WithZone(""), dst.Port())
 	q := c.queues[0]
 	if len(c.queues) > 1 {
 		q = c.queues[hashAddrPort(dst)%uint32(len(c.queues))]
@@ -124,11 +128,9 @@ func (c *UDPConn) WriteToUDPAddrPort(b []byte, dst netip.AddrPort) (int, error) 
 	return len(b), nil
 }
 
-// writeKernel sends through the kernel socket.
+// writeKernel sends through the kernel socket, whose write deadline
+// SetWriteDeadline keeps equal to the conn's.
 func (c *UDPConn) writeKernel(b []byte, dst netip.AddrPort) (int, error) {
-	if err := c.kernel.SetWriteDeadline(c.wdl.get()); err != nil {
-		return 0, c.writeErr(dst, err)
-	}
 	n, err := c.kernel.WriteToUDPAddrPort(b, dst)
 	if err != nil {
 		var op *net.OpError
@@ -235,6 +237,9 @@ type Stats struct {
 	// Dropped: datagrams dropped because ReadBuffer datagrams were
 	// waiting to be read.
 	Dropped uint64
+	// MultiBuffer: frames of more than one buffer (with
+	// Config.Socket.MultiBuffer), which the conn does not take.
+	MultiBuffer uint64
 	// Malformed, NotOurs, BadChecksum: frames the AF_XDP sockets got
 	// that were not datagrams to read: headers cut short or
 	// inconsistent; not a whole UDP datagram to the bound address and
@@ -245,6 +250,8 @@ type Stats struct {
 	Sent, KernelSent uint64
 	// FlushErrors: failed kicks of a TX ring.
 	FlushErrors uint64
+	// KernelReadErrors: failed reads of the kernel socket.
+	KernelReadErrors uint64
 }
 
 // Stats returns the conn's counters.
@@ -257,8 +264,10 @@ func (c *UDPConn) Stats() Stats {
 		s.Malformed += r.malformed.Load()
 		s.NotOurs += r.notOurs.Load()
 		s.BadChecksum += r.badSum.Load()
+		s.MultiBuffer += r.uncopied.Load()
 	}
 	s.KernelReceived = c.rxc[len(c.rxc)-1].received.Load()
+	s.KernelReadErrors = c.rxc[len(c.rxc)-1].readErrors.Load()
 	s.Sent, s.KernelSent, s.FlushErrors = c.txc.sent.Load(), c.txc.kernelSent.Load(), c.txc.flushErrors.Load()
 	return s
 }

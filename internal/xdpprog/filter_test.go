@@ -140,6 +140,11 @@ func TestFilterCases(t *testing.T) {
 	noPorts := &Filter{IPv4UDP: true}
 	pass := &Filter{PassDst: []netip.Addr{hostV4, hostV6, netip.MustParseAddr("::ffff:198.18.0.9")}}
 	anyProto := &Filter{DstPorts: []uint16{7}}
+	// One bound address, as xdpnet asks: the other IP version goes to
+	// the kernel.
+	only4 := &Filter{IPv4UDP: true, IPv6UDP: true, DstPorts: []uint16{53}, DstPrefixes: []netip.Prefix{netip.PrefixFrom(dstV4, 32)}}
+	only6 := &Filter{DstPrefixes: []netip.Prefix{netip.PrefixFrom(dstV6, 128), netip.MustParsePrefix("198.18.0.9/32"), netip.PrefixFrom(hostV6, 128)},
+		PassDst: []netip.Addr{hostV6}}
 
 	frag := func(f frame, word uint16) frame {
 		h := *f.v4
@@ -229,6 +234,26 @@ func TestFilterCases(t *testing.T) {
 			{"udp4 fragment to host", frag(udp4(hostV4, 9), 185), false},
 			{"arp", arp(), false},
 		}},
+		{only4, []filterCase{
+			{"udp4 53 to the address", udp4(dstV4, 53), true},
+			{"udp4 54 to the address", udp4(dstV4, 54), false},
+			{"udp4 53 to another address", udp4(hostV4, 53), false},
+			{"udp4 53 to the subnet's broadcast", udp4(netip.MustParseAddr("198.18.0.255"), 53), false},
+			{"udp4 53 802.1Q to the address", withVLAN(udp4(dstV4, 53), ethP8021Q), true},
+			{"udp6 53 (no IPv6 address listed)", udp6(dstV6, 53), false},
+			{"arp", arp(), false},
+		}},
+		{only6, []filterCase{
+			{"udp6 to the address", udp6(dstV6, 9), true},
+			{"tcp6 to the address", tcp6(dstV6, 9), true},
+			{"udp6 to the address, last byte changed", udp6(netip.MustParseAddr("2001:db8::3"), 9), false},
+			{"udp6 to the address, first byte changed", udp6(netip.MustParseAddr("3001:db8::2"), 9), false},
+			{"udp6 to a listed address that PassDst has too", udp6(hostV6, 9), false},
+			{"udp4 to the mapped address", udp4(netip.MustParseAddr("198.18.0.9"), 9), true},
+			{"udp4 to another address", udp4(dstV4, 9), false},
+			{"udp4 fragment to another address", frag(udp4(dstV4, 9), 185), false},
+			{"neighbour solicitation", neighSolicit(), false},
+		}},
 		{anyProto, []filterCase{
 			{"udp4 7", udp4(dstV4, 7), true},
 			{"tcp4 7", tcp4(dstV4, 7), true},
@@ -265,6 +290,8 @@ var differentialFilters = []*Filter{
 	{IPv6UDP: true, DstPorts: []uint16{4789}},
 	{DstPorts: []uint16{0, 53, 80, 65535}, PassDst: []netip.Addr{hostV4, hostV6}},
 	{IPv4UDP: true, IPv6UDP: true, PassDst: []netip.Addr{dstV4, dstV6}},
+	{IPv4UDP: true, IPv6UDP: true, DstPorts: []uint16{53}, DstPrefixes: []netip.Prefix{netip.PrefixFrom(dstV4, 32)}},
+	{DstPrefixes: []netip.Prefix{netip.PrefixFrom(hostV4, 32), netip.PrefixFrom(dstV6, 128), netip.PrefixFrom(hostV6, 128)}, PassDst: []netip.Addr{hostV6}},
 }
 
 func corpus() []frame {
