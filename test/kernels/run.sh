@@ -26,7 +26,7 @@ cd "$top"
 KERNELS=${KERNELS:-"6.1 6.12 6.17 host"}
 CACHE=${KERNELS_CACHE:-/var/cache/xdpkit-kernels}
 GUEST_MEM=${GUEST_MEM:-3G}
-GUEST_TIMEOUT=${GUEST_TIMEOUT:-1500} # seconds per boot
+GUEST_TIMEOUT=${GUEST_TIMEOUT:-2400} # seconds per boot
 RUN=${RUN:-}                          # -test.run for every binary (empty: all)
 GO=${GO:-go}
 out=${KERNELS_OUT:-$top/test/kernels/out}
