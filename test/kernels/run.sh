@@ -36,7 +36,7 @@ mkdir -p "$CACHE" "$out"
 # csum, nt, pkt, internal/pkt and internal/asmtest compute on bytes only;
 # they run in make test and are left out here.
 LIBPKGS=${LIBPKGS-"umem xsk txpath rxpath mq test/vethns internal/caps internal/netdev internal/seccomp internal/xdpprog examples/ownprog examples/udpecho"}
-APPPKGS=${APPPKGS-". xdpfwd xdprecv internal/nexthop"}
+APPPKGS=${APPPKGS-". xdpfwd xdprecv xdpdoctor internal/nexthop"}
 
 need=()
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
@@ -189,6 +189,7 @@ initramfs() { # release root -> prints path
 		mkdir -p "$ir/src/$d"
 		[ -d "$d/testdata" ] && cp -r "$d/testdata" "$ir/src/$d/"
 	done
+	cp README.md "$ir/src/" # tests that read README's tables
 	echo "$RUN" >"$ir/xdpkit/run"
 	cp test/kernels/init.sh "$ir/init"
 	chmod +x "$ir/init"
