@@ -3,8 +3,8 @@
 //
 // A UMEM is one mapping outside the Go heap, page aligned (optionally on
 // 2 MiB huge pages), cut into equal frames ("chunks") of a power of two
-// from 2048 bytes to the page size (or, unaligned, any size in that range,
-// laid out so that no frame crosses a page) and registered with the kernel through XDP_UMEM_REG on an AF_XDP socket.
+// from 2048 bytes to the page size (or, unaligned, any size from 2048)
+// and registered with the kernel through XDP_UMEM_REG on an AF_XDP socket.
 // Frames are named by their offset ("address") in the UMEM; descriptors on
 // the four AF_XDP rings carry these addresses, never pointers.
 //
