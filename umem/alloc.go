@@ -140,43 +140,14 @@ func (u *UMEM) put(addr uint64) error {
 		return fmt.Errorf("%w: %#x", ErrDoubleFree, addr)
 	}
 	u.isFree[i] = true
-	u.free = append(u.free, u.frameAddr(i)) // capacity is FrameCount: never allocates
+	u.free = append(u.free, i*uint64(u.frameSize)) // capacity is FrameCount: never allocates
 	return nil
 }
 
-// layout sets the frames' places for pages of page bytes and returns the
-// bytes they take. Frames of a power-of-two size follow each other and
-// never cross a page; others go perBlock to a page from its start (the
-// kernel drops, in zero-copy mode, a Fill entry whose chunk crosses a
-// page boundary onto a page that is not physically contiguous:
-// xp_desc_crosses_non_contig_pg).
-func (u *UMEM) layout(page uint64) uint64 {
-	fs := uint64(u.frameSize)
-	if u.pow2 {
-		return fs * uint64(u.count)
-	}
-	u.block, u.perBlock = page, page/fs
-	last := uint64(u.count) - 1
-	return last/u.perBlock*u.block + (last%u.perBlock+1)*fs
-}
-
-// frameAddr is the address of frame i.
-func (u *UMEM) frameAddr(i uint64) uint64 {
-	if u.pow2 {
-		return i << u.shift
-	}
-	return i/u.perBlock*u.block + i%u.perBlock*uint64(u.frameSize)
-}
-
-// index is the number of the frame that contains addr; FrameCount or
-// more for an address in no frame.
+// index is the number of the frame that contains addr.
 func (u *UMEM) index(addr uint64) uint64 {
 	if u.pow2 {
 		return addr >> u.shift
 	}
-	j := addr % u.block / uint64(u.frameSize)
-	if j >= u.perBlock {
-		return uint64(u.count) // between a page's last frame and its end
-	}
-	return addr/u.block*u.perBlock + j
+	return addr / uint64(u.frameSize)
 }

@@ -58,12 +58,8 @@ type Config struct {
 	// Unaligned registers the UMEM with XDP_UMEM_UNALIGNED_CHUNK_FLAG:
 	// descriptors may name any address, and a packet may cross frame
 	// boundaries; RX descriptors carry the data's offset in their upper
-	// bits (see ExtractAddr). In zero-copy mode the kernel drops a Fill
-	// entry or TX packet that crosses a page boundary onto a page that is
-	// not physically contiguous, so the allocator lays frames whose size
-	// is not a power of two out so that none crosses a page (with
-	// HugePages: a huge page) boundary, leaving the rest of each page
-	// unused; Size says how much memory that takes.
+	// bits (see ExtractAddr). Packets that cross a page boundary need
+	// physically contiguous pages in zero-copy mode: use HugePages.
 	// For applications that drive the rings of package xsk themselves.
 	Unaligned bool
 }
@@ -82,10 +78,6 @@ type UMEM struct {
 	flags     uint32
 	huge      bool
 	pow2      bool // frameSize is a power of two: shift and mask work
-	// Otherwise (unaligned) frames are laid out in blocks of block bytes
-	// (a page, or a huge page), perBlock frames from each block's start,
-	// so that none crosses a block boundary (see layout).
-	block, perBlock uint64
 
 	mu      sync.Mutex
 	free    []uint64 // stack of free frame addresses
@@ -150,11 +142,7 @@ func New(cfg *Config) (*UMEM, error) {
 	if c.TxSwCsum {
 		u.flags |= umemTxSwCsum
 	}
-	page := os.Getpagesize()
-	if c.HugePages {
-		page = HugePageSize
-	}
-	size := int(u.layout(uint64(page)))
+	size := int(c.FrameSize) * int(c.FrameCount)
 	flags := unix.MAP_PRIVATE | unix.MAP_ANONYMOUS | unix.MAP_POPULATE
 	if c.HugePages {
 		size = (size + HugePageSize - 1) &^ (HugePageSize - 1)
@@ -167,7 +155,7 @@ func New(cfg *Config) (*UMEM, error) {
 		}
 		return nil, os.NewSyscallError("mmap", err)
 	}
-	u.mem = mem[:u.layout(uint64(page))]
+	u.mem = mem[:int(c.FrameSize)*int(c.FrameCount)]
 	u.fullMem = mem
 
 	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
@@ -185,7 +173,7 @@ func New(cfg *Config) (*UMEM, error) {
 	u.isFree = make([]bool, c.FrameCount)
 	// Hand out low addresses first: pop from the end.
 	for i := range u.free {
-		u.free[i] = u.frameAddr(uint64(c.FrameCount - 1 - uint32(i)))
+		u.free[i] = uint64(c.FrameCount-1-uint32(i)) * uint64(c.FrameSize)
 	}
 	for i := range u.isFree {
 		u.isFree[i] = true
@@ -267,30 +255,25 @@ func (u *UMEM) TxSwCsum() bool { return u.flags&umemTxSwCsum != 0 }
 // HugePages reports whether the UMEM is backed by huge pages.
 func (u *UMEM) HugePages() bool { return u.huge }
 
-// Size is the size of the UMEM in bytes: FrameSize * FrameCount, and in
-// an unaligned UMEM whose frame size is not a power of two, what the
-// frames need when none crosses a page boundary (see Config.Unaligned).
+// Size is the size of the UMEM in bytes (FrameSize * FrameCount).
 func (u *UMEM) Size() uint64 { return uint64(len(u.mem)) }
 
 // Bytes is the whole UMEM.
 func (u *UMEM) Bytes() []byte { return u.mem }
 
-// Base returns the address of the frame that contains addr (in an
-// unaligned UMEM, for an address between a page's last frame and the
-// page's end: the end of that frame).
+// Base returns the address of the frame that contains addr.
 func (u *UMEM) Base(addr uint64) uint64 {
 	if u.pow2 {
 		return addr &^ uint64(u.frameSize-1)
 	}
-	off := addr % u.block
-	return addr - off + min(off/uint64(u.frameSize), u.perBlock)*uint64(u.frameSize)
+	return addr - addr%uint64(u.frameSize)
 }
 
 // Frame returns the bytes of the frame that starts at (or contains) addr,
 // from addr to the end of that frame. It returns nil for an address outside
 // the UMEM.
 func (u *UMEM) Frame(addr uint64) []byte {
-	if addr >= uint64(len(u.mem)) || !u.pow2 && u.index(addr) >= uint64(u.count) {
+	if addr >= uint64(len(u.mem)) {
 		return nil
 	}
 	end := u.Base(addr) + uint64(u.frameSize)
