@@ -58,9 +58,13 @@ type Config struct {
 	// Unaligned registers the UMEM with XDP_UMEM_UNALIGNED_CHUNK_FLAG:
 	// descriptors may name any address, and a packet may cross frame
 	// boundaries; RX descriptors carry the data's offset in their upper
-	// bits (see ExtractAddr). Packets that cross a page boundary need
-	// physically contiguous pages in zero-copy mode: use HugePages.
-	// For applications that drive the rings of package xsk themselves.
+	// bits (see ExtractAddr). Frame i starts at i*FrameSize, as the
+	// kernel's own tests and libxdp lay them out. Packets that cross a
+	// page boundary need physically contiguous pages in zero-copy mode,
+	// where drivers drop Fill entries that cross onto a page that is not
+	// contiguous with theirs: use HugePages, or a frame size that divides
+	// the page. For applications that drive the rings of package xsk
+	// themselves.
 	Unaligned bool
 }
 
