@@ -228,7 +228,10 @@ func TestForwardLeastPrivilege(t *testing.T) {
 	t.Run("four", func(t *testing.T) {
 		b := newBedAs(t, fourCaps(t, ""))
 		const n = 10000
-		gs, rs := b.udp(t, b.t.Out.B.IPv4.Addr(), n, "50k", "64", 1)
+		// What is tested is forwarding with four capabilities, not a
+		// rate: 10k/s leaves an emulated guest within the loss budget
+		// (at 50k/s a 6.12 guest lost 54%, every one counted).
+		gs, rs := b.udp(t, b.t.Out.B.IPv4.Addr(), n, "10k", "64", 1)
 		if gs.Sent != n || rs.Valid == 0 {
 			t.Fatalf("with four capabilities: sent %d, received %d valid of %d", gs.Sent, rs.Valid, n)
 		}

@@ -99,12 +99,26 @@ func TestDoctorOnVeth(t *testing.T) {
 			t.Errorf("app %s is in the document, not in the text", a.App)
 		}
 	}
-	for _, app := range []string{"xdpgen", "xdprecv", "xdpfwd"} {
-		if apps[app] != "copy" {
-			t.Errorf("%s would bind %q on veth, want copy", app, apps[app])
+	// Before Linux 6.3 the kernel does not say which drivers have
+	// zero-copy (no netdev family): the preflight says it cannot tell,
+	// and the apps would try zero-copy and fall back to copy mode.
+	unknown := false
+	for _, c := range r.Checks {
+		if c.Name == "zero-copy" && c.Status == "info" && strings.HasPrefix(c.Detail, "unknown") {
+			unknown = true
+			t.Logf("zero-copy: %s", c.Detail)
 		}
 	}
-	var zc bool
+	want := "copy"
+	if unknown {
+		want = "zero-copy, else copy"
+	}
+	for _, app := range []string{"xdpgen", "xdprecv", "xdpfwd"} {
+		if apps[app] != want {
+			t.Errorf("%s would bind %q on veth, want %q", app, apps[app], want)
+		}
+	}
+	zc := unknown
 	for _, c := range r.Checks {
 		if c.Name == "zero-copy" && c.Status == "warn" && strings.Contains(c.Detail, "copies every frame") {
 			zc = true

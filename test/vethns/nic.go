@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -217,15 +218,43 @@ func (p *Pair) moveHome() error {
 		if err == nil {
 			_ = h.LinkSetDown(l)
 			_ = h.LinkSetMTU(l, 1500)
-			err = h.LinkSetNsPid(l, os.Getpid())
+			var home int
+			if home, err = homeNS(); err == nil {
+				err = h.LinkSetNsFd(l, home)
+			}
 		}
 		h.Close()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("move NIC %s home: %w", e.Name, err))
+			continue
+		}
+		// Back home, where the next test looks for it.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if _, err := netlink.LinkByName(e.Name); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				errs = append(errs, fmt.Errorf("NIC %s moved home but not there after 10 s", e.Name))
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	return errors.Join(errs...)
 }
+
+// homeFD is the process's own network namespace, opened at init through
+// the thread running init (no namespace switch has happened yet). The
+// process's pid would name only its main thread's namespace, which a
+// namespace switch could be borrowing at that moment.
+var homeFD, homeErr = func() (int, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+}()
+
+func homeNS() (int, error) { return homeFD, homeErr }
 
 // IsNIC reports whether p is a NIC pair of NewNICPair rather than veth.
 func (p *Pair) IsNIC() bool { return p.nic > 0 }
