@@ -54,15 +54,7 @@ func NICPairs() int { return len(nicPairs()) }
 func NewNICPair(tb testing.TB, a, b *NS, cfg *PairConfig) *Pair {
 	tb.Helper()
 	p, err := createNICPair(a, b, cfg)
-	if err != nil {
-		tb.Fatalf("vethns: %v", err)
-	}
-	tb.Cleanup(func() {
-		if err := p.Close(); err != nil {
-			tb.Errorf("vethns: %v", err)
-		}
-	})
-	return p
+	return closedWith(tb, p, err)
 }
 
 func createNICPair(a, b *NS, cfg *PairConfig) (_ *Pair, err error) {

@@ -59,6 +59,12 @@ type Pair struct {
 func NewPair(tb testing.TB, a, b *NS, cfg *PairConfig) *Pair {
 	tb.Helper()
 	p, err := CreatePair(a, b, cfg)
+	return closedWith(tb, p, err)
+}
+
+// closedWith fails tb for err, else closes p in tb.Cleanup.
+func closedWith(tb testing.TB, p *Pair, err error) *Pair {
+	tb.Helper()
 	if err != nil {
 		tb.Fatalf("vethns: %v", err)
 	}
