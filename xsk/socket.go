@@ -84,8 +84,10 @@ type Config struct {
 	// works and Features().TXBudget says 0.
 	MaxTXBudget uint32
 	// BindTimeout bounds how long New retries a bind that fails with
-	// EBUSY (the kernel frees a queue some 20 ms after its socket closed).
-	// 0 means 500 ms; negative means no retry.
+	// EBUSY: the kernel frees a queue from a work item (xp_release_deferred)
+	// after the socket that held it closed, later on a busy machine, so a
+	// program started right after another one on the same queue can find
+	// it still held. 0 means 2 s; negative means no retry.
 	BindTimeout time.Duration
 }
 
@@ -308,7 +310,7 @@ func (s *Socket) bind(c *Config) error {
 	}
 	timeout := c.BindTimeout
 	if timeout == 0 {
-		timeout = 500 * time.Millisecond
+		timeout = 2 * time.Second
 	}
 	deadline := time.Now().Add(timeout)
 	delay := time.Millisecond
