@@ -149,6 +149,12 @@ type Config struct {
 	MTU                int   // for TCP's MSS; 0: 1500
 	Sizes              []int // frame lengths without FCS, cycled (not TCPSyn)
 	Flow               uint16
+
+	// Start and Stride split a sequential walk between Builders: this
+	// one makes combinations Start, Start+Stride, ... (Stride 0 means 1).
+	// Several senders with the same config and Start 0..Stride-1 cover
+	// every combination once per round between them.
+	Start, Stride int
 }
 
 // Builder makes frames. It is not safe for concurrent use.
@@ -165,14 +171,15 @@ type Builder struct {
 	flow   uint16
 
 	// The field engine: sport, dport, src, dst.
-	n     [4]uint64 // range sizes; 0 means 2^64
-	idx   [4]uint64
-	order Order
-	rng   rand.PCG
-	sport uint16
-	dport uint16
-	src   [16]byte // base addresses (IPv4 in the first 4 bytes)
-	dst   [16]byte
+	n      [4]uint64 // range sizes; 0 means 2^64
+	idx    [4]uint64
+	order  Order
+	stride int
+	rng    rand.PCG
+	sport  uint16
+	dport  uint16
+	src    [16]byte // base addresses (IPv4 in the first 4 bytes)
+	dst    [16]byte
 
 	seq   uint64 // frames built
 	tsval uint32
@@ -205,7 +212,11 @@ func New(cfg *Config) (*Builder, error) {
 	if len(cfg.VLANs) > 2 {
 		return nil, fmt.Errorf("%w: at most two VLAN tags", ErrConfig)
 	}
-	b.rng.Seed(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)
+	b.rng.Seed(cfg.Seed+uint64(cfg.Start), cfg.Seed^0x9e3779b97f4a7c15)
+	b.stride = max(cfg.Stride, 1)
+	if cfg.Start < 0 || cfg.Stride < 0 {
+		return nil, fmt.Errorf("%w: start %d, stride %d", ErrConfig, cfg.Start, cfg.Stride)
+	}
 	l2 := ethLen + 4*len(cfg.VLANs)
 	h := make([]byte, l2)
 	copy(h[0:], cfg.DstMAC[:])
@@ -348,6 +359,9 @@ func New(cfg *Config) (*Builder, error) {
 		}
 		b.pat = payload.Pattern(b.maxLen)
 	}
+	for range cfg.Start {
+		b.step()
+	}
 	return b, nil
 }
 
@@ -420,8 +434,15 @@ func (b *Builder) next() {
 		return
 	}
 	if b.seq == 0 {
-		return // the first frame has every field's first value
+		return // the first frame has the Start-th combination
 	}
+	for range b.stride {
+		b.step()
+	}
+}
+
+// step moves the sequential walk one combination on.
+func (b *Builder) step() {
 	for i, n := range b.n {
 		b.idx[i]++
 		if b.idx[i] != n {

@@ -234,3 +234,25 @@ func TestNoAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestStride: three Builders with Start 0, 1, 2 and Stride 3 make every
+// combination of a sequential walk once between them.
+func TestStride(t *testing.T) {
+	seen := map[[3]uint32]int{}
+	for start := range 3 {
+		c := cfg(craft.UDP, false, nil)
+		c.Start, c.Stride = start, 3
+		b, err := craft.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, b.MaxLen())
+		for range 8 { // 24 combinations: 3 sports x 2 dports x 4 dsts
+			b.Build(buf)
+			seen[[3]uint32{uint32(binary.BigEndian.Uint16(buf[34:])), uint32(binary.BigEndian.Uint16(buf[36:])), binary.BigEndian.Uint32(buf[30:])}]++
+		}
+	}
+	if len(seen) != 24 {
+		t.Errorf("%d distinct combinations of 24", len(seen))
+	}
+}

@@ -61,30 +61,42 @@ const (
 // packets. r is read through a 256 KiB buffer.
 func NewReader(r io.Reader) (*Reader, error) {
 	rd := &Reader{r: bufio.NewReaderSize(r, 256<<10), buf: make([]byte, 0, 2048)}
+	if err := rd.header(); err != nil {
+		return nil, err
+	}
+	return rd, nil
+}
+
+// Reset makes r read a new stream from src (the same file again, for a
+// replay in a loop), keeping its buffers.
+func (r *Reader) Reset(src io.Reader) error {
+	r.r.Reset(src)
+	r.ng, r.nsec, r.ifs, r.count = false, false, r.ifs[:0], 0
+	return r.header()
+}
+
+func (rd *Reader) header() error {
 	var m [4]byte
 	if _, err := io.ReadFull(rd.r, m[:]); err != nil {
-		return nil, fmt.Errorf("%w: reading the header: %w", ErrFormat, err)
+		return fmt.Errorf("%w: reading the header: %w", ErrFormat, err)
 	}
 	le, be := binary.LittleEndian.Uint32(m[:]), binary.BigEndian.Uint32(m[:])
 	switch {
 	case le == blockSHB:
 		rd.ng = true
-		if err := rd.section(); err != nil {
-			return nil, err
-		}
-		return rd, nil
+		return rd.section()
 	case le == 0xa1b2c3d4 || le == 0xa1b23c4d:
 		rd.bo, rd.nsec = binary.LittleEndian, le == 0xa1b23c4d
 	case be == 0xa1b2c3d4 || be == 0xa1b23c4d:
 		rd.bo, rd.nsec = binary.BigEndian, be == 0xa1b23c4d
 	default:
-		return nil, fmt.Errorf("%w: magic %x", ErrFormat, m)
+		return fmt.Errorf("%w: magic %x", ErrFormat, m)
 	}
 	if _, err := io.ReadFull(rd.r, rd.hdr[:20]); err != nil {
-		return nil, fmt.Errorf("%w: reading the header: %w", ErrFormat, err)
+		return fmt.Errorf("%w: reading the header: %w", ErrFormat, err)
 	}
 	rd.link = uint16(rd.bo.Uint32(rd.hdr[16:]))
-	return rd, nil
+	return nil
 }
 
 // Count is the number of packets read so far.

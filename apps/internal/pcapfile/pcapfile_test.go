@@ -263,3 +263,27 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// TestReset: a Reader reset onto the same file reads it again.
+func TestReset(t *testing.T) {
+	recs := records(10)
+	f := write(t, "pcapng", recs)
+	r, err := pcapfile.NewReader(bytes.NewReader(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		for i := range recs {
+			p, err := r.Next()
+			if err != nil || !bytes.Equal(p.Data, recs[i].data) {
+				t.Fatalf("round %d packet %d: %v", round, i, err)
+			}
+		}
+		if _, err := r.Next(); err != io.EOF {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if err := r.Reset(bytes.NewReader(f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
