@@ -11,6 +11,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/xdpkit/xdpkit/apps/internal/craft"
+	"github.com/xdpkit/xdpkit/apps/internal/judge"
 	"github.com/xdpkit/xdpkit/apps/internal/payload"
 )
 
@@ -48,7 +49,7 @@ func TestFrames(t *testing.T) {
 					dsts := map[string]bool{}
 					for i := range 48 {
 						n := b.Build(buf)
-						j, err := judge(buf[:n])
+						j, err := judge.Frame(buf[:n])
 						if err != nil {
 							t.Fatalf("frame %d: %v", i, err)
 						}

@@ -1,4 +1,4 @@
-package craft_test
+package judge
 
 import (
 	"bytes"
@@ -8,8 +8,8 @@ import (
 	"github.com/gopacket/gopacket/layers"
 )
 
-// judged is what judge read from a frame with gopacket alone.
-type judged struct {
+// Result is what Frame read from a frame with gopacket alone.
+type Result struct {
 	VLANs        []uint16
 	EtherType    layers.EthernetType
 	Src, Dst     string
@@ -22,11 +22,11 @@ type judged struct {
 	Payload      []byte
 }
 
-// judge decodes an Ethernet frame with gopacket and checks its IPv4
+// Frame decodes an Ethernet frame with gopacket and checks its IPv4
 // header, UDP, TCP, ICMP and ICMPv6 checksums by serializing the decoded
 // layers again with gopacket's own checksum code: any field that differs
-// is an error.
-func judge(frame []byte) (j judged, err error) {
+// is an error. The Result's slices point into frame.
+func Frame(frame []byte) (j Result, err error) {
 	p := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.DecodeOptions{NoCopy: true})
 	// An error past the transport layer (a payload gopacket takes for an
 	// application protocol by its port) or in an EtherType it does not
@@ -42,18 +42,21 @@ func judge(frame []byte) (j judged, err error) {
 	j.EtherType = eth.EthernetType
 	var net gopacket.NetworkLayer
 	var ser []gopacket.SerializableLayer
-	start := -1
+	start, off := -1, 0
 	for _, l := range p.Layers() {
+		if start < 0 {
+			off += len(l.LayerContents())
+		}
 		switch l := l.(type) {
 		case *layers.Dot1Q:
 			j.VLANs = append(j.VLANs, l.VLANIdentifier)
 			j.EtherType = l.Type
 		case *layers.IPv4:
-			net, start = l, len(frame)-len(l.Contents)-len(l.Payload)
+			net, start = l, off-len(l.Contents)
 			j.Src, j.Dst, j.Proto = l.SrcIP.String(), l.DstIP.String(), l.Protocol.String()
 			ser = append(ser, l)
 		case *layers.IPv6:
-			net, start = l, len(frame)-len(l.Contents)-len(l.Payload)
+			net, start = l, off-len(l.Contents)
 			j.Src, j.Dst, j.Proto = l.SrcIP.String(), l.DstIP.String(), l.NextHeader.String()
 			ser = append(ser, l)
 		case *layers.UDP:
@@ -83,7 +86,8 @@ func judge(frame []byte) (j judged, err error) {
 	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{ComputeChecksums: true}, ser...); err != nil {
 		return j, fmt.Errorf("serialize: %w", err)
 	}
-	if got, want := frame[start:], buf.Bytes(); !bytes.Equal(got, want) {
+	// Ethernet padding past the IP packet is not compared.
+	if got, want := frame[start:min(len(frame), start+len(buf.Bytes()))], buf.Bytes(); !bytes.Equal(got, want) {
 		return j, fmt.Errorf("checksums or lengths differ from gopacket's:\n got %x\nwant %x", got, want)
 	}
 	return j, nil
