@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -383,5 +384,79 @@ func TestGenRaw(t *testing.T) {
 				t.Fatalf("frame %d: byte %d is %#x, want %#x", i, 14+k, c, pat[k%len(pat)])
 			}
 		}
+	}
+}
+
+// TestGenModeFlags: xdpgen refuses the new flags' bad values with a
+// message naming the flag, and exits 2 before it opens a socket.
+func TestGenModeFlags(t *testing.T) {
+	vethns.Require(t)
+	ns, other := vethns.NewNS(t), vethns.NewNS(t)
+	p := vethns.NewPair(t, ns, other, nil)
+	ifc, peer := p.A.Name, p.B.IPv4.Addr().String()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-mode", "bogus"}, "-mode \"bogus\""},
+		{[]string{"-pcap", "x.pcap"}, "-pcap: with -mode pcap"},
+		{[]string{"-mode", "pcap"}, "-pcap FILE required"},
+		{[]string{"-mode", "pcap", "-pcap", "x.pcap", "-pcap-timing", "fast"}, "-pcap-timing"},
+		{[]string{"-mode", "tcp-syn", "-size", "100"}, "tcp-syn frames are 74 bytes"},
+		{[]string{"-vlan", "5000"}, "-vlan"},
+		{[]string{"-vlan", "1,2,3"}, "-vlan"},
+		{[]string{"-sport", "9-3"}, "-sport"},
+		{[]string{"-dport", "0"}, "-dport"},
+		{[]string{"-order", "shuffled"}, "-order"},
+		{[]string{"-rate-layer", "l3"}, "-rate-layer"},
+		{[]string{"-mode", "raw", "-ethertype", "0x0100"}, "-ethertype"},
+		{[]string{"-mode", "raw", "-pattern", "xyz"}, "-pattern"},
+		{[]string{"-vlan", "7", "-timestamp"}, "-timestamp"},
+		{[]string{"-dst", "198.18.0.0/33"}, "-dst"},
+		{[]string{"-mode", "icmp-echo", "-size", "41"}, "below the 42 bytes"},
+	} {
+		args := append([]string{"-i", ifc, "-dst", peer}, tc.args...)
+		if tc.args[0] == "-dst" {
+			args = append([]string{"-i", ifc}, tc.args...)
+		}
+		_, stderr, code := runIn(t, ns, 30*time.Second, "xdpgen", args...)
+		if code != cli.ExitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("xdpgen %v: exit %d, %q; want exit %d and %q", tc.args, code, stderr, cli.ExitUsage, tc.want)
+		}
+	}
+	_, stderr, code := runIn(t, ns, 30*time.Second, "xdpgen", "-i", ifc, "-mode", "raw")
+	if code != cli.ExitUsage || !strings.Contains(stderr, "-dst or -dst-mac") {
+		t.Errorf("raw without a MAC: exit %d, %q", code, stderr)
+	}
+}
+
+// TestGenQueuesSequential: with -queues 2 the queues split a sequential
+// walk, so the frames of both together still hold every combination once
+// per round.
+func TestGenQueuesSequential(t *testing.T) {
+	vethns.Require(t)
+	a, b := vethns.NewNS(t), vethns.NewNS(t)
+	p := vethns.NewPair(t, a, b, &vethns.PairConfig{Queues: 2})
+	capt := startCapture(t, p.B, ipProto(p.A.MAC, 6))
+	const n = 2 * 64 // two rounds of 4 x 4 x 4 combinations
+	s := genModeRun(t, a, "-i", p.A.Name, "-queues", "2", "-cpus", "none", "-dst", p.B.IPv4.Masked().String(),
+		"-dst-mac", p.B.MAC.String(), "-src", p.A.IPv4.Addr().String(), "-mode", "tcp-syn",
+		"-sport", "40000-40003", "-dport", "80-83", "-count", fmt.Sprint(n), "-rate", "20k")
+	frames := capt.wait(t, n)
+	if s.Sent != n || len(frames) != n {
+		t.Fatalf("sent %d, captured %d; want %d", s.Sent, len(frames), n)
+	}
+	tu, _ := tuples(t, frames)
+	count := map[fieldTuple]int{}
+	for _, f := range tu {
+		count[f]++
+	}
+	for f, c := range count {
+		if c != 2 {
+			t.Errorf("%+v sent %d times, want 2", f, c)
+		}
+	}
+	if len(count) != 64 {
+		t.Errorf("%d combinations, want 64", len(count))
 	}
 }
