@@ -251,14 +251,15 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		fmt.Printf("xdpgen: metrics on http://%s/metrics\n", addr)
 	}
 
-	// -duration counts from here, the end of set-up.
-	if c.duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.duration)
-		defer cancel()
-	}
+	// -duration counts from here, the end of set-up: from the same
+	// instant as the summary's Seconds, so that those are never fewer.
 	cpu0 := cli.CPUTime()
 	start := time.Now()
+	if c.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, start.Add(c.duration))
+		defer cancel()
+	}
 	runErr := cli.Run("xdpgen", c.quiet, func() error {
 		return set.Go(ctx, func(ctx context.Context, q *mq.Queue) error {
 			g := gens[q.Index]

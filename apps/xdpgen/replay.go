@@ -40,6 +40,7 @@ type replay struct {
 
 	fr      pkt.Frame
 	skipped uint64 // records not sent: not Ethernet, or longer than maxLen
+	got     int    // packets taken from the file in this loop
 }
 
 // errEmpty is the error of a file with no packet to send.
@@ -77,11 +78,13 @@ func (rp *replay) peek() ([]byte, time.Duration, error) {
 	for rp.cur == nil {
 		p, err := rp.r.Next()
 		if err == io.EOF {
+			if rp.got == 0 {
+				// Nothing to send in a whole pass: another would
+				// find nothing either.
+				return nil, 0, fmt.Errorf("-pcap %s: %w", rp.path, errEmpty)
+			}
 			if rp.loops != 0 && rp.loop >= rp.loops {
 				return nil, 0, io.EOF
-			}
-			if rp.r.Count() == 0 && rp.loop > 0 {
-				return nil, 0, fmt.Errorf("-pcap %s: %w", rp.path, errEmpty)
 			}
 			if _, err := rp.f.Seek(0, io.SeekStart); err != nil {
 				return nil, 0, err
@@ -90,7 +93,7 @@ func (rp *replay) peek() ([]byte, time.Duration, error) {
 				return nil, 0, fmt.Errorf("-pcap %s: %w", rp.path, err)
 			}
 			rp.loop++
-			rp.first = true
+			rp.first, rp.got = true, 0
 			continue
 		}
 		if err != nil {
@@ -102,6 +105,7 @@ func (rp *replay) peek() ([]byte, time.Duration, error) {
 		}
 		rp.rewrite(p.Data)
 		rp.cur = p.Data
+		rp.got++
 		if rp.first {
 			rp.ts0, rp.first = p.Time, false
 			rp.loopStart = time.Time{} // set when the first packet goes
