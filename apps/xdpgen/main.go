@@ -233,6 +233,13 @@ func (c *config) check() error {
 		c.sports.Last != c.sports.First || c.dports.First != c.dports.Last ||
 		c.dstPfx.IsValid() && c.dstPfx.Bits() != c.dstPfx.Addr().BitLen() ||
 		c.srcPfx.IsValid() && c.srcPfx.Bits() != c.srcPfx.Addr().BitLen()
+	if c.pcapMode && (len(c.vlans) > 0 || c.order == craft.Random || c.sports.First != c.sports.Last || c.dports.First != c.dports.Last ||
+		c.flowsSet || c.dstPfx.IsValid() && c.dstPfx.Bits() != c.dstPfx.Addr().BitLen()) {
+		return fmt.Errorf("-mode pcap sends the file's packets: -vlan, -order, port ranges, -flows and a -dst prefix do not apply")
+	}
+	if c.mode == craft.Raw && !c.pcapMode && (c.order == craft.Random || c.sports.First != c.sports.Last || c.dports.First != c.dports.Last || c.flowsSet) {
+		return fmt.Errorf("-mode raw has no IP header: -order, port ranges and -flows do not apply")
+	}
 	if c.engine && c.timestamp {
 		return fmt.Errorf("-timestamp: only for UDP without the field engine's options (-vlan, ranges, prefixes, -order random)")
 	}
