@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 
@@ -285,5 +286,70 @@ func TestReset(t *testing.T) {
 		if err := r.Reset(bytes.NewReader(f)); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// stream is an io.Reader of a pcap file made on the fly: a header, then
+// records of 1500 bytes until size bytes; it holds no more than one record.
+type stream struct {
+	left int64
+	cur  []byte
+	rec  []byte
+	hdr  bool
+}
+
+func (s *stream) Read(p []byte) (int, error) {
+	if len(s.cur) == 0 {
+		switch {
+		case !s.hdr:
+			s.hdr = true
+			h := binary.LittleEndian.AppendUint32(nil, 0xa1b2c3d4)
+			h = append(h, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0)
+			s.cur = h
+		case s.left <= 0:
+			return 0, io.EOF
+		default:
+			s.cur = s.rec
+			s.left -= int64(len(s.rec))
+		}
+	}
+	n := copy(p, s.cur)
+	s.cur = s.cur[n:]
+	return n, nil
+}
+
+// TestLargerThanMemory: a 1 GiB capture, made on the fly and never held
+// whole, reads through with a few kilobytes allocated in all: the Reader
+// streams.
+func TestLargerThanMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads 1 GiB")
+	}
+	rec := make([]byte, 16+1500)
+	binary.LittleEndian.PutUint32(rec[8:], 1500)
+	binary.LittleEndian.PutUint32(rec[12:], 1500)
+	const size = 1 << 30
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	r, err := pcapfile.NewReader(&stream{left: size, rec: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for {
+		p, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil || len(p.Data) != 1500 {
+			t.Fatalf("packet %d: %v", n, err)
+		}
+		n++
+	}
+	runtime.ReadMemStats(&m1)
+	alloc := m1.TotalAlloc - m0.TotalAlloc
+	t.Logf("%d packets (%d MiB) read with %d KiB allocated", n, size>>20, alloc>>10)
+	if want := size / len(rec); n < want || alloc > 1<<20 {
+		t.Errorf("%d packets of %d, %d bytes allocated (at most 1 MiB)", n, want, alloc)
 	}
 }
