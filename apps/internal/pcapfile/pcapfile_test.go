@@ -227,12 +227,19 @@ func BenchmarkNext(b *testing.B) {
 	for _, format := range []string{"pcap", "pcapng"} {
 		b.Run(format, func(b *testing.B) {
 			f := write(b, format, records(1000))
+			br := bytes.NewReader(f)
+			r, err := pcapfile.NewReader(br)
+			if err != nil {
+				b.Fatal(err)
+			}
 			b.ReportAllocs()
 			b.SetBytes(int64(len(f) / 1000))
-			var r *pcapfile.Reader
 			for b.Loop() {
-				if r == nil || r.Count() == 1000 {
-					r, _ = pcapfile.NewReader(bytes.NewReader(f))
+				if r.Count() == 1000 {
+					br.Reset(f)
+					if err := r.Reset(br); err != nil {
+						b.Fatal(err)
+					}
 				}
 				if _, err := r.Next(); err != nil {
 					b.Fatal(err)
