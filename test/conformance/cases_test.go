@@ -7,11 +7,18 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/xdpkit/xdpkit/test/vethns"
 )
 
-// run fails the test when the case's traffic failed.
+// run fails the test when the case's traffic failed, or ends it as not
+// applicable where the library found a kernel feature missing.
 func run(t *testing.T, err error) {
 	t.Helper()
+	var na *notApplicable
+	if errors.As(err, &na) {
+		vethns.NotApplicable(t, na.feature, na.err.Error())
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,10 +154,7 @@ func TestSEND_RECEIVE_UNALIGNED(t *testing.T) {
 }
 
 func TestTX_QUEUE_CONSUMER(t *testing.T) {
-	forModes(t, func(t *testing.T, tc *testSpec) {
-		if tc.m.zc {
-			t.Skip("the kernel suite does not run TX_QUEUE_CONSUMER in zero-copy mode")
-		}
+	forModesNoZC(t, "the TX budget of one sendto is copy mode's", func(t *testing.T, tc *testSpec) {
 		n := maxTXBudget + 1
 		tc.setStreams(genStream(n, minPktSize), genStream(n, minPktSize))
 		tc.tx.batch = n
@@ -180,7 +184,7 @@ func TestXDP_PROG_CLEANUP(t *testing.T) {
 			s.streams[0], s.streams[1] = nil, s.streams[0]
 		}
 		var err error
-		if e := tc.d.do(func() error { return tc.rx.xsks.RegisterKey(0, tc.rx.socks[1]) }); e != nil {
+		if e := tc.rx.ns.Do(func() error { return tc.rx.xsks.RegisterKey(0, tc.rx.socks[1]) }); e != nil {
 			err = e
 		}
 		run(t, err)
@@ -198,10 +202,7 @@ func TestALIGNED_INV_DESC_2K_FRAME_SIZE(t *testing.T) {
 }
 
 func TestSTAT_RX_DROPPED(t *testing.T) {
-	forModes(t, func(t *testing.T, tc *testSpec) {
-		if tc.m.zc {
-			t.Skip("the kernel suite does not run STAT_RX_DROPPED in zero-copy mode")
-		}
+	forModesNoZC(t, "rx_dropped counts what copy mode drops", func(t *testing.T, tc *testSpec) {
 		// The kernel suite leaves 3*MIN_PKT_SIZE of room after the
 		// headroom and sends every other packet 4*MIN_PKT_SIZE long, so
 		// that it does not fit. A kernel that keeps room for an

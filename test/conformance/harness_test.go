@@ -29,54 +29,99 @@ type mode struct {
 	zc     bool
 }
 
-// modes are the modes every case runs in, as subtests.
+// modes are the modes every case runs in, as subtests. ZC runs only
+// where NIC pairs exist (zc_test.go).
 var modes = []mode{
 	{name: "SKB", attach: link.XDPGenericMode, bind: xsk.ModeCopy},
 	{name: "DRV", attach: link.XDPDriverMode, bind: xsk.ModeCopy},
+	{name: "ZC", attach: link.XDPDriverMode, bind: xsk.ModeZeroCopy, zc: true},
 }
 
-// devices are the two interfaces a case sends between, and the namespace
-// they are in (nil: the test's own).
+// devices are the two interfaces a case sends between, and the
+// namespace each is in.
 type devices struct {
-	ns     *vethns.NS
-	tx, rx string
-}
-
-// do runs f in the devices' namespace.
-func (d *devices) do(f func() error) error {
-	if d.ns == nil {
-		return f()
-	}
-	return d.ns.Do(f)
+	txNS, rxNS *vethns.NS
+	tx, rx     string
 }
 
 // newDevices returns the device pair for mode m: a fresh veth pair in a
-// fresh namespace, deleted when the test ends.
+// fresh namespace (SKB, DRV), or a NIC pair with each NIC in a fresh
+// namespace of its own (ZC), given back when the test ends.
 func newDevices(t *testing.T, m mode) *devices {
 	t.Helper()
 	vethns.Require(t)
-	ns := vethns.NewNS(t)
-	p := vethns.NewPair(t, ns, ns, nil)
-	d := &devices{ns: ns, tx: p.A.Name, rx: p.B.Name}
+	var d *devices
+	if m.zc {
+		a, b := vethns.NewNS(t), vethns.NewNS(t)
+		p := vethns.NewNICPair(t, a, b, nil)
+		d = &devices{txNS: a, rxNS: b, tx: p.A.Name, rx: p.B.Name}
+	} else {
+		ns := vethns.NewNS(t)
+		p := vethns.NewPair(t, ns, ns, nil)
+		d = &devices{txNS: ns, rxNS: ns, tx: p.A.Name, rx: p.B.Name}
+	}
 	// Only the case's frames: no IPv6 neighbour or multicast listener
 	// traffic from the stack, which the programs would redirect too.
-	err := d.do(func() error {
-		for _, name := range []string{d.tx, d.rx} {
-			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0); err != nil {
-				return err
-			}
+	for _, e := range []struct {
+		ns   *vethns.NS
+		name string
+	}{{d.txNS, d.tx}, {d.rxNS, d.rx}} {
+		err := e.ns.Do(func() error {
+			return os.WriteFile("/proc/sys/net/ipv6/conf/"+e.name+"/disable_ipv6", []byte("1"), 0)
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	return d
 }
 
 // forModes runs f once per mode, each on its own devices.
-func forModes(t *testing.T, f func(t *testing.T, tc *testSpec)) {
+func forModes(t *testing.T, f func(t *testing.T, tc *testSpec)) { runModes(t, nil, f) }
+
+// forModesMB runs a multi-buffer case (MTU 9000) once per mode; in ZC
+// only where the driver takes multi-buffer packets in zero-copy
+// (xdp_zc_max_segs above 1), as the kernel suite does.
+func forModesMB(t *testing.T, f func(t *testing.T, tc *testSpec)) {
+	runModes(t, func(z *zcCaps) string {
+		if z.maxSegs <= 1 {
+			return fmt.Sprintf("multi-buffer in zero-copy mode: %s takes %d buffer(s) per packet", z.driver, max(z.maxSegs, 1))
+		}
+		return ""
+	}, f)
+}
+
+// forModesNoZC runs f in the copy modes only: the kernel suite does not
+// run the case in zero-copy mode, for the reason why.
+func forModesNoZC(t *testing.T, why string, f func(t *testing.T, tc *testSpec)) {
+	runModes(t, func(*zcCaps) string { return why }, f)
+}
+
+// runModes runs f in SKB and DRV mode, and in ZC where a NIC pair
+// exists: there, where the driver has no zero-copy mode, the ZC subtest
+// checks the library's refusal and ends as not applicable; where
+// excludeZC gives a reason (the kernel suite leaves the case out of
+// zero-copy mode), there is no ZC subtest and the test logs why.
+func runModes(t *testing.T, excludeZC func(*zcCaps) string, f func(t *testing.T, tc *testSpec)) {
 	for _, m := range modes {
+		if m.zc {
+			if vethns.NICPairs() == 0 {
+				continue // no NIC pair: no ZC subtest (TestZeroCopyMode)
+			}
+			z := probeZC(t)
+			if z.ok && excludeZC != nil {
+				if why := excludeZC(z); why != "" {
+					t.Logf("ZC: not run, as the kernel suite does not: %s", why)
+					continue
+				}
+			}
+			if !z.ok {
+				t.Run(m.name, func(t *testing.T) {
+					vethns.NotApplicable(t, zcFeature, z.why.Error())
+				})
+				continue
+			}
+		}
 		t.Run(m.name, func(t *testing.T) {
 			f(t, newSpec(t, m, newDevices(t, m)))
 		})
@@ -264,6 +309,7 @@ func (s *stream) nbFrags(frameSize uint32, p *pkt) int {
 
 // side is struct ifobject: one device's UMEM, sockets and settings.
 type side struct {
+	ns         *vethns.NS // the namespace the device is in
 	ifname     string
 	frameSize  uint32
 	numFrames  uint32
@@ -331,6 +377,7 @@ func newSpec(t *testing.T, m mode, d *devices) *testSpec {
 		txDefault: genStream(defaultPktCnt, minPktSize), rxDefault: genStream(defaultPktCnt, minPktSize)}
 	tc.tx = tc.newSide(d.tx, true)
 	tc.rx = tc.newSide(d.rx, false)
+	tc.tx.ns, tc.rx.ns = d.txNS, d.rxNS
 	t.Cleanup(tc.clean)
 	return tc
 }
@@ -393,27 +440,27 @@ func (tc *testSpec) clean() {
 // setup is thread_common_ops for both sides: MTU, programs, UMEMs,
 // sockets, Fill rings, XSKMAPs.
 func (tc *testSpec) setup() error {
-	return tc.d.do(func() error {
-		if tc.mtu != tc.curMTU {
-			for _, s := range []*side{tc.tx, tc.rx} {
-				if err := xsk.SetMTU(s.ifname, tc.mtu); err != nil {
-					return err
-				}
-			}
-			tc.curMTU = tc.mtu
-		}
-		for _, s := range []*side{tc.rx, tc.tx} {
-			if err := tc.setupSide(s); err != nil {
-				return fmt.Errorf("%s: %w", s.ifname, err)
+	if tc.mtu != tc.curMTU {
+		for _, s := range []*side{tc.tx, tc.rx} {
+			if err := s.ns.Do(func() error { return xsk.SetMTU(s.ifname, tc.mtu) }); err != nil {
+				return err
 			}
 		}
-		tc.setupDone = true
-		return nil
-	})
+		tc.curMTU = tc.mtu
+	}
+	for _, s := range []*side{tc.rx, tc.tx} {
+		if err := s.ns.Do(func() error { return tc.setupSide(s) }); err != nil {
+			return fmt.Errorf("%s: %w", s.ifname, err)
+		}
+	}
+	tc.setupDone = true
+	return nil
 }
 
 func (tc *testSpec) setupSide(s *side) error {
-	if s.rxOn {
+	// The kernel suite attaches its program to both devices; in copy
+	// mode the sending side needs none, zero-copy drivers may.
+	if s.rxOn || tc.m.zc {
 		p, err := loadProg(tc.prog, tc.adjust, tc.prog != progSharedUMEM)
 		if err != nil {
 			return err
@@ -459,6 +506,9 @@ func (tc *testSpec) setupSide(s *side) error {
 			sock, err = xsk.New(s.ifname, 0, u, cfg)
 		} else {
 			sock, err = xsk.NewShared(s.socks[0], cfg)
+		}
+		if err != nil && cfg.MultiBuffer && !tc.m.zc && errors.Is(err, xsk.ErrNotSupported) {
+			return &notApplicable{feature: "AF_XDP multi-buffer", err: err}
 		}
 		if err != nil {
 			return err
@@ -1006,13 +1056,11 @@ func stats(s *side) (xsk.Stats, error) {
 
 // setupOnly sets up the side s alone (the single-thread cases).
 func (tc *testSpec) setupOnly(s *side) error {
-	return tc.d.do(func() error {
-		if err := tc.setupSide(s); err != nil {
-			return err
-		}
-		tc.setupDone = true
-		return nil
-	})
+	if err := s.ns.Do(func() error { return tc.setupSide(s) }); err != nil {
+		return err
+	}
+	tc.setupDone = true
+	return nil
 }
 
 // needHugePages makes sure n free 2 MiB huge pages exist, raising

@@ -12,7 +12,7 @@ import (
 // BPF_F_XDP_HAS_FRAGS.
 
 func TestSEND_RECEIVE_9K_PACKETS(t *testing.T) {
-	forModes(t, func(t *testing.T, tc *testSpec) {
+	forModesMB(t, func(t *testing.T, tc *testSpec) {
 		tc.mtu = maxEthJumboSize
 		tc.setStreams(genStream(defaultPktCnt, maxEthJumboSize), genStream(defaultPktCnt, maxEthJumboSize))
 		run(t, tc.validateTraffic())
@@ -20,7 +20,7 @@ func TestSEND_RECEIVE_9K_PACKETS(t *testing.T) {
 }
 
 func TestSEND_RECEIVE_UNALIGNED_9K_PACKETS(t *testing.T) {
-	forModes(t, func(t *testing.T, tc *testSpec) {
+	forModesMB(t, func(t *testing.T, tc *testSpec) {
 		tc.mtu = maxEthJumboSize
 		tc.tx.unaligned, tc.rx.unaligned = true, true
 		needHugePages(t, 4)
@@ -30,7 +30,7 @@ func TestSEND_RECEIVE_UNALIGNED_9K_PACKETS(t *testing.T) {
 }
 
 func TestXDP_METADATA_COPY_MULTI_BUFF(t *testing.T) {
-	forModes(t, func(t *testing.T, tc *testSpec) {
+	forModesMB(t, func(t *testing.T, tc *testSpec) {
 		tc.mtu = maxEthJumboSize
 		tc.prog = progMetadata
 		tc.rx.useMeta = true
@@ -91,7 +91,7 @@ func TestXDP_ADJUST_TAIL_SHRINK(t *testing.T) {
 }
 
 func TestXDP_ADJUST_TAIL_SHRINK_MULTI_BUFF(t *testing.T) {
-	forModes(t, func(t *testing.T, tc *testSpec) {
+	forModesMB(t, func(t *testing.T, tc *testSpec) {
 		tc.mtu = maxEthJumboSize
 		// Shrink by a whole frame.
 		adjustTail(t, tc, -maxFrameSize, largeFrameSize*2)
@@ -103,17 +103,17 @@ func TestXDP_ADJUST_TAIL_GROW(t *testing.T) {
 }
 
 func TestXDP_ADJUST_TAIL_GROW_MULTI_BUFF(t *testing.T) {
-	forModes(t, func(t *testing.T, tc *testSpec) {
+	forModesMB(t, func(t *testing.T, tc *testSpec) {
 		tc.mtu = maxEthJumboSize
 		// Grow by less than what the last frame has left.
 		adjustTail(t, tc, maxFrameSize/2-1, largeFrameSize*2)
 	})
 }
 
-func TestALIGNED_INV_DESC_MULTI_BUFF(t *testing.T) { forModes(t, invalidDescMB) }
+func TestALIGNED_INV_DESC_MULTI_BUFF(t *testing.T) { forModesMB(t, invalidDescMB) }
 
 func TestUNALIGNED_INV_DESC_MULTI_BUFF(t *testing.T) {
-	forModes(t, func(t *testing.T, tc *testSpec) {
+	forModesMB(t, func(t *testing.T, tc *testSpec) {
 		tc.tx.unaligned, tc.rx.unaligned = true, true
 		needHugePages(t, 4)
 		invalidDescMB(t, tc)
@@ -151,7 +151,7 @@ func invalidDescMB(t *testing.T, tc *testSpec) {
 		// Crossing a chunk boundary is allowed.
 		pkts[12].valid, pkts[13].valid = true, true
 	}
-	if drainsAfterInvalid(t) {
+	if !tc.m.zc && drainsAfterInvalid(t) {
 		// The invalid address (frame 5) has XDP_PKT_CONTD: the kernel
 		// drops what follows up to the end of that packet, which, the
 		// invalid frames 7 and 9 saying they continue too (0xffff has
@@ -167,12 +167,15 @@ func invalidDescMB(t *testing.T, tc *testSpec) {
 // takes (net.core.max_skb_frags + 1 in copy mode) arrives; one of one
 // frame more, whose last descriptor still says it continues, is dropped.
 func TestTOO_MANY_FRAGS(t *testing.T) {
-	forModes(t, func(t *testing.T, tc *testSpec) {
+	forModesMB(t, func(t *testing.T, tc *testSpec) {
 		frags, err := readUint("/proc/sys/net/core/max_skb_frags")
 		if err != nil {
 			t.Fatal(err)
 		}
 		maxFrags := int(frags) + 1
+		if tc.m.zc {
+			maxFrags = int(probeZC(t).maxSegs)
+		}
 		pkts := make([]pkt, 2*maxFrags+2)
 		pkts[0] = pkt{len: minPktSize, valid: true}
 		for i := 1; i <= maxFrags; i++ {
@@ -183,7 +186,7 @@ func TestTOO_MANY_FRAGS(t *testing.T) {
 			pkts[i] = pkt{len: minPktSize, options: xsk.OptContd}
 		}
 		pkts[2*maxFrags+1] = pkt{len: minPktSize, valid: true}
-		if drainsAfterInvalid(t) {
+		if !tc.m.zc && drainsAfterInvalid(t) {
 			// The packet too long is dropped at a descriptor with
 			// XDP_PKT_CONTD: the kernel drops what follows up to the
 			// end of that packet, the sync packet. One more shows that
