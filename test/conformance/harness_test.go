@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpkit/xdpkit/test/vethns"
@@ -55,6 +56,10 @@ func newDevices(t *testing.T, m mode) *devices {
 		a, b := vethns.NewNS(t), vethns.NewNS(t)
 		p := vethns.NewNICPair(t, a, b, nil)
 		d = &devices{txNS: a, rxNS: b, tx: p.A.Name, rx: p.B.Name}
+		// The cases' frames carry the kernel suite's own MAC
+		// addresses, which a NIC filters out unless promiscuous.
+		promisc(t, a, p.A.Name)
+		promisc(t, b, p.B.Name)
 	} else {
 		ns := vethns.NewNS(t)
 		p := vethns.NewPair(t, ns, ns, nil)
@@ -74,6 +79,31 @@ func newDevices(t *testing.T, m mode) *devices {
 		}
 	}
 	return d
+}
+
+// promisc turns promiscuous mode on for the test.
+func promisc(t *testing.T, ns *vethns.NS, name string) {
+	t.Helper()
+	set := func(on bool) error {
+		return ns.Do(func() error {
+			l, err := netlink.LinkByName(name)
+			if err != nil {
+				return err
+			}
+			if on {
+				return netlink.SetPromiscOn(l)
+			}
+			return netlink.SetPromiscOff(l)
+		})
+	}
+	if err := set(true); err != nil {
+		t.Fatalf("promiscuous mode on %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if err := set(false); err != nil {
+			t.Errorf("promiscuous mode off on %s: %v", name, err)
+		}
+	})
 }
 
 // forModes runs f once per mode, each on its own devices.
