@@ -98,6 +98,9 @@ func TestSTAT_FILL_EMPTY(t *testing.T) {
 	forModes(t, func(t *testing.T, tc *testSpec) {
 		tc.setStreams(genStream(defaultUMEMBufs+defaultUMEMBufs/2, minPktSize), genStream(defaultUMEMBufs, minPktSize))
 		tc.rx.useFill = false
+		// A NIC without buffers drops nothing on QEMU's hub: the frames
+		// past the receiver's UMEM stay with the sending NIC.
+		tc.heldByWire = tc.m.zc
 		tc.rx.valid = func(s *side) error {
 			st, err := stats(s)
 			if err != nil {
