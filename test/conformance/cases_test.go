@@ -157,7 +157,7 @@ func TestSEND_RECEIVE_UNALIGNED(t *testing.T) {
 }
 
 func TestTX_QUEUE_CONSUMER(t *testing.T) {
-	forModesNoZC(t, "the TX budget of one sendto is copy mode's", func(t *testing.T, tc *testSpec) {
+	forModesNoZC(t, "the kernel suite does not run it in zero-copy mode (the TX budget of one sendto is copy mode's)", func(t *testing.T, tc *testSpec) {
 		n := maxTXBudget + 1
 		tc.setStreams(genStream(n, minPktSize), genStream(n, minPktSize))
 		tc.tx.batch = n
@@ -205,7 +205,7 @@ func TestALIGNED_INV_DESC_2K_FRAME_SIZE(t *testing.T) {
 }
 
 func TestSTAT_RX_DROPPED(t *testing.T) {
-	forModesNoZC(t, "rx_dropped counts what copy mode drops", func(t *testing.T, tc *testSpec) {
+	forModesNoZC(t, "the kernel suite does not run it in zero-copy mode (a zero-copy driver does not count rx_dropped)", func(t *testing.T, tc *testSpec) {
 		// The kernel suite leaves 3*MIN_PKT_SIZE of room after the
 		// headroom and sends every other packet 4*MIN_PKT_SIZE long, so
 		// that it does not fit. A kernel that keeps room for an

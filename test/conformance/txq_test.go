@@ -89,8 +89,12 @@ func TestHW_SW_MIN_RING_SIZE(t *testing.T) {
 	})
 }
 
+// In ZC the case does not run: on virtio_net in the Linux 6.17 guest,
+// rings resized to their maximum and an AF_XDP zero-copy UMEM of 8192
+// frames left the kernel with pages in a bad state ("BUG: Bad page
+// state", then a general protection fault).
 func TestHW_SW_MAX_RING_SIZE(t *testing.T) {
-	forModes(t, func(t *testing.T, tc *testSpec) {
+	forModesNoZC(t, "virtio_net's rings at their maximum under a zero-copy socket crashed the guest kernel (Bad page state)", func(t *testing.T, tc *testSpec) {
 		var hw RingParams
 		if resizeRings(t, tc, func(r RingParams) (uint32, uint32) { hw = r; return r.RXMax, r.TXMax }) {
 			const maxDescs = defaultRingSize * 4
