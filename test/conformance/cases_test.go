@@ -205,7 +205,7 @@ func TestALIGNED_INV_DESC_2K_FRAME_SIZE(t *testing.T) {
 }
 
 func TestSTAT_RX_DROPPED(t *testing.T) {
-	forModesNoZC(t, "the kernel suite does not run it in zero-copy mode (a zero-copy driver does not count rx_dropped)", func(t *testing.T, tc *testSpec) {
+	forModesNoZC(t, "the kernel suite does not run it in zero-copy mode (it makes packets longer than the frame room, which only copy mode checks)", func(t *testing.T, tc *testSpec) {
 		// The kernel suite leaves 3*MIN_PKT_SIZE of room after the
 		// headroom and sends every other packet 4*MIN_PKT_SIZE long, so
 		// that it does not fit. A kernel that keeps room for an
