@@ -24,43 +24,62 @@
 //
 // # Cases
 //
-//	case                                SKB   DRV   ZC (virtio_net, 6.17)
-//	SEND_RECEIVE                        pass  pass  pass
+// ZC as measured in make kernels' Linux 6.17 guest (virtio_net, one
+// buffer per packet in zero-copy); "loss": the case fails there (see
+// below); "-": no ZC subtest, and why.
+//
+//	case                                SKB   DRV   ZC
+//	SEND_RECEIVE                        pass  pass  loss
 //	SEND_RECEIVE_2K_FRAME               pass  pass  pass
 //	SEND_RECEIVE_SINGLE_PKT             pass  pass  pass
-//	POLL_RX                             pass  pass  pass
-//	POLL_TX                             pass  pass  pass
+//	POLL_RX                             pass  pass  loss
+//	POLL_TX                             pass  pass  loss
 //	POLL_RXQ_FULL                       pass  pass  pass
 //	POLL_TXQ_FULL                       pass  pass  pass
 //	ALIGNED_INV_DESC                    pass  pass  pass
 //	ALIGNED_INV_DESC_2K_FRAME_SIZE      pass  pass  pass
-//	UMEM_HEADROOM                       pass  pass  pass
-//	BIDIRECTIONAL                       pass  pass  pass
-//	STAT_RX_DROPPED                     pass  pass  -   (kernel suite: not in ZC)
+//	UMEM_HEADROOM                       pass  pass  loss
+//	BIDIRECTIONAL                       pass  pass  loss
+//	STAT_RX_DROPPED                     pass  pass  -   kernel suite: not in ZC
 //	STAT_TX_INVALID                     pass  pass  pass
 //	STAT_RX_FULL                        pass  pass  pass
-//	STAT_FILL_EMPTY                     pass  pass  pass
+//	STAT_FILL_EMPTY                     pass  pass  loss
 //	XDP_PROG_CLEANUP                    pass  pass  pass
-//	XDP_DROP_HALF                       pass  pass  pass
+//	XDP_DROP_HALF                       pass  pass  loss
 //	XDP_SHARED_UMEM                     pass  pass  pass
 //	XDP_METADATA_COPY                   pass  pass  pass
-//	XDP_METADATA_COPY_MULTI_BUFF        pass  pass  -   (one buffer per packet)
-//	ALIGNED_INV_DESC_MULTI_BUFF         pass  pass  -   (one buffer per packet)
-//	TOO_MANY_FRAGS                      pass  pass  -   (one buffer per packet)
+//	XDP_METADATA_COPY_MULTI_BUFF        pass  pass  -   one buffer per packet
+//	ALIGNED_INV_DESC_MULTI_BUFF         pass  pass  -   one buffer per packet
+//	TOO_MANY_FRAGS                      pass  pass  -   one buffer per packet
 //	XDP_ADJUST_TAIL_SHRINK              pass  pass  pass
-//	TX_QUEUE_CONSUMER                   pass  pass  -   (kernel suite: not in ZC)
-//	XDP_ADJUST_TAIL_SHRINK_MULTI_BUFF   pass  pass  -   (one buffer per packet)
+//	TX_QUEUE_CONSUMER                   pass  pass  -   kernel suite: not in ZC
+//	XDP_ADJUST_TAIL_SHRINK_MULTI_BUFF   pass  pass  -   one buffer per packet
 //	XDP_ADJUST_TAIL_GROW                pass  pass  pass
-//	XDP_ADJUST_TAIL_GROW_MULTI_BUFF     pass  pass  -   (one buffer per packet)
-//	SEND_RECEIVE_9K_PACKETS             pass  pass  -   (one buffer per packet)
+//	XDP_ADJUST_TAIL_GROW_MULTI_BUFF     pass  pass  -   one buffer per packet
+//	SEND_RECEIVE_9K_PACKETS             pass  pass  -   one buffer per packet
 //	SEND_RECEIVE_UNALIGNED              pass  pass  pass
 //	UNALIGNED_INV_DESC                  pass  pass  pass
 //	UNALIGNED_INV_DESC_4001_FRAME_SIZE  pass  pass  pass
-//	SEND_RECEIVE_UNALIGNED_9K_PACKETS   pass  pass  -   (one buffer per packet)
-//	UNALIGNED_INV_DESC_MULTI_BUFF       pass  pass  -   (one buffer per packet)
+//	SEND_RECEIVE_UNALIGNED_9K_PACKETS   pass  pass  -   one buffer per packet
+//	UNALIGNED_INV_DESC_MULTI_BUFF       pass  pass  -   one buffer per packet
 //	HW_SW_MIN_RING_SIZE                 pass  pass  pass (veth: ErrNotSupported)
-//	HW_SW_MAX_RING_SIZE                 pass  pass  pass (veth: ErrNotSupported)
-//	TEARDOWN                            pass  pass  pass
+//	HW_SW_MAX_RING_SIZE                 pass  pass  -   crashed the guest kernel
+//	TEARDOWN                            pass  pass  loss
+//
+// "loss": in ZC on virtio_net the receiver now and then misses the first
+// packet of a batch of 64 (the sender waits for every completion between
+// batches, as the kernel suite does): the receiving NIC counts it (its
+// rx_packets), the socket never sees it, and neither the socket's
+// XDP_STATISTICS nor the NIC's drop counters count it. Which cases it
+// hits changes from run to run; not explained yet. HW_SW_MAX_RING_SIZE
+// (virtio_net's rings at their maximum, a zero-copy UMEM of 8192 frames)
+// left the 6.17 guest kernel with pages in a bad state ("BUG: Bad page
+// state", then a general protection fault): it has no ZC subtest. The
+// kernel suite leaves the sender's UMEM at 1024 frames there, fewer than
+// its batch of 2048, so that its pacing never lets it send: the sender's
+// UMEM is as large as the receiver's here. STAT_FILL_EMPTY in ZC: QEMU's
+// hub keeps the frames a NIC without buffers cannot take, so the sender
+// stops waiting for their completions once the receiver is done.
 //
 // What the kernel does where its suite's expectations and the kernel
 // part, and what the cases check instead:
@@ -75,8 +94,7 @@
 //     128 bytes: STAT_RX_DROPPED's headroom is smaller by that room and
 //     its long packets longer by as much.
 //   - Kernels whose struct xdp_sock has the field drain_cont (their BTF
-//     names it; Linux 6.18.44 has it, the net/xdp/xsk.c of Linux 6.17
-//     does not) drop, in copy mode, the TX descriptors that follow a
+//     names it, as this machine's Linux 6.18 does) drop, in copy mode, the TX descriptors that follow a
 //     multi-buffer packet dropped at a descriptor with XDP_PKT_CONTD set,
 //     up to and including the next descriptor without it; without the
 //     field __xsk_generic_xmit drops the packet and starts a new one at
