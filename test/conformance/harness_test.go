@@ -647,8 +647,12 @@ func (tc *testSpec) traffic(tx, rx *side) error {
 					l, e := netlink.LinkByName(s.ifname)
 					if e == nil && l.Attrs().Statistics != nil {
 						st := l.Attrs().Statistics
-						err = fmt.Errorf("%w\n%s: rx %d packets, %d dropped, %d errors; tx %d packets, %d dropped, %d errors",
-							err, s.ifname, st.RxPackets, st.RxDropped, st.RxErrors, st.TxPackets, st.TxDropped, st.TxErrors)
+						nh, e := rxNoHandler(l.Attrs().Index)
+						if e != nil {
+							nh = 0
+						}
+						err = fmt.Errorf("%w\n%s: rx %d packets, %d dropped, %d errors, %d to the stack without a handler; tx %d packets, %d dropped, %d errors",
+							err, s.ifname, st.RxPackets, st.RxDropped, st.RxErrors, nh, st.TxPackets, st.TxDropped, st.TxErrors)
 					}
 					return nil
 				})

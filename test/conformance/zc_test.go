@@ -1,10 +1,14 @@
 package conformance
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
 
 	"github.com/xdpkit/xdpkit/test/vethns"
 	"github.com/xdpkit/xdpkit/umem"
@@ -123,4 +127,36 @@ func TestZeroCopyMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// rxNoHandler reads the interface's rx_nohandler counter (IFLA_STATS64):
+// frames the kernel stack got and had no protocol for, such as the
+// cases' (EtherType 0x9000) when a driver passes one to the stack
+// instead of running the XDP program on it. Run it in the interface's
+// namespace.
+func rxNoHandler(ifindex int) (uint64, error) {
+	req := nl.NewNetlinkRequest(unix.RTM_GETLINK, unix.NLM_F_ACK)
+	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
+	msg.Index = int32(ifindex)
+	req.AddData(msg)
+	msgs, err := req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWLINK)
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range msgs {
+		if len(m) < unix.SizeofIfInfomsg {
+			continue
+		}
+		attrs, err := nl.ParseRouteAttr(m[unix.SizeofIfInfomsg:])
+		if err != nil {
+			return 0, err
+		}
+		for _, a := range attrs {
+			// struct rtnl_link_stats64: rx_nohandler is the 24th u64.
+			if a.Attr.Type == unix.IFLA_STATS64 && len(a.Value) >= 24*8 {
+				return binary.NativeEndian.Uint64(a.Value[23*8:]), nil
+			}
+		}
+	}
+	return 0, errors.New("no IFLA_STATS64 with rx_nohandler")
 }
