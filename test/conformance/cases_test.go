@@ -162,6 +162,7 @@ func TestTX_QUEUE_CONSUMER(t *testing.T) {
 		tc.setStreams(genStream(n, minPktSize), genStream(n, minPktSize))
 		tc.tx.batch = n
 		tc.tx.checkCons = true
+		tc.tx.txBudget = maxTXBudget // the kernel's default, asked for: Features says whether the kernel has the option
 		run(t, tc.validateTraffic())
 	})
 }
