@@ -74,8 +74,9 @@
 // or no-handler counters count it (a failing case prints them all).
 // Which cases it hits changes from run to run; not explained yet.
 // HW_SW_MAX_RING_SIZE (virtio_net's rings at their maximum, a
-// zero-copy UMEM of 8192 frames) left the 6.17 guest kernel with pages in a bad state ("BUG: Bad page
-// state", then a general protection fault): it has no ZC subtest. The
+// zero-copy UMEM of 8192 frames) left the 6.17 guest kernel with pages
+// in a bad state ("BUG: Bad page state", then a general protection
+// fault): it has no ZC subtest. The
 // kernel suite leaves the sender's UMEM at 1024 frames there, fewer than
 // its batch of 2048, so that its pacing never lets it send: the sender's
 // UMEM is as large as the receiver's here. STAT_FILL_EMPTY in ZC: QEMU's
@@ -104,8 +105,8 @@
 //     its long packets longer by as much.
 //   - Kernels whose struct xdp_sock has the field drain_cont (their BTF
 //     names it, as this machine's Linux 6.18 does) drop, in copy mode,
-//     the TX descriptors that follow a multi-buffer packet dropped at a descriptor with XDP_PKT_CONTD set,
-//     up to and including the next descriptor without it; without the
+//     the TX descriptors that follow a multi-buffer packet dropped at a
+//     descriptor with XDP_PKT_CONTD set, up to and including the next descriptor without it; without the
 //     field __xsk_generic_xmit drops the packet and starts a new one at
 //     the next descriptor, which the kernel suite expects. On such
 //     kernels ALIGNED_INV_DESC_MULTI_BUFF and UNALIGNED_INV_DESC_MULTI_BUFF
