@@ -106,9 +106,10 @@
 //   - Kernels whose struct xdp_sock has the field drain_cont (their BTF
 //     names it, as this machine's Linux 6.18 does) drop, in copy mode,
 //     the TX descriptors that follow a multi-buffer packet dropped at a
-//     descriptor with XDP_PKT_CONTD set, up to and including the next descriptor without it; without the
-//     field __xsk_generic_xmit drops the packet and starts a new one at
-//     the next descriptor, which the kernel suite expects. On such
+//     descriptor with XDP_PKT_CONTD set, up to and including the next
+//     descriptor without it; without the field __xsk_generic_xmit drops
+//     the packet and starts a new one at the next descriptor, which the
+//     kernel suite expects. On such
 //     kernels ALIGNED_INV_DESC_MULTI_BUFF and UNALIGNED_INV_DESC_MULTI_BUFF
 //     expect the two-frame packet after the invalid ones (which say they
 //     continue: 0xffff has the bit) to be dropped, and TOO_MANY_FRAGS the
