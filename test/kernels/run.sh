@@ -36,7 +36,7 @@ mkdir -p "$CACHE" "$out"
 # The library's packages whose tests touch the kernel, and the apps'.
 # csum, nt, pkt, internal/pkt and internal/asmtest compute on bytes only;
 # they run in make test and are left out here.
-LIBPKGS=${LIBPKGS-"umem xsk txpath rxpath mq test/vethns internal/caps internal/netdev internal/seccomp internal/xdpprog examples/ownprog examples/udpecho"}
+LIBPKGS=${LIBPKGS-"umem xsk txpath rxpath mq test/vethns test/conformance internal/caps internal/netdev internal/seccomp internal/xdpprog examples/ownprog examples/udpecho"}
 APPPKGS=${APPPKGS-". xdpfwd xdprecv xdpdoctor internal/nexthop"}
 
 need=()
