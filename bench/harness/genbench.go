@@ -40,13 +40,16 @@ type GenRun struct {
 	Raw     json.RawMessage `json:"raw"`
 }
 
-// genCases are the xdpgen rows: plain UDP (txpath's UDPFlow path), TCP
-// SYNs from the field engine over a random source port, and pcap replay
-// of a file of 64-byte frames looped.
+// genCases are the xdpgen rows, one per mode: plain UDP (txpath's
+// UDPFlow path), TCP SYNs from the field engine over a random source
+// port, ICMP echo requests, raw frames of the default EtherType, and pcap
+// replay of a file of 64-byte frames looped.
 func genCases(pcapFile string) []GenCase {
 	return []GenCase{
 		{Name: "udp 64 B", Args: []string{"-mode", "udp", "-size", "64"}, Size: 64},
 		{Name: "tcp-syn 74 B", Args: []string{"-mode", "tcp-syn", "-sport", "1024-65535", "-order", "random"}, Size: 74},
+		{Name: "icmp-echo 64 B", Args: []string{"-mode", "icmp-echo", "-size", "64"}, Size: 64},
+		{Name: "raw 64 B", Args: []string{"-mode", "raw", "-size", "64"}, Size: 64},
 		{Name: "pcap 64 B", Args: []string{"-mode", "pcap", "-pcap", pcapFile, "-loop", "0"}, Size: 64},
 	}
 }
