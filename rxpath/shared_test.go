@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/xdpkit/xdpkit/internal/testsock"
 	"github.com/xdpkit/xdpkit/rxpath"
 	"github.com/xdpkit/xdpkit/test/vethns"
 	"github.com/xdpkit/xdpkit/xsk"
@@ -17,7 +18,7 @@ func TestNewRefusesSharedRings(t *testing.T) {
 	vethns.Require(t)
 	a := vethns.NewNS(t)
 	p := vethns.NewPair(t, a, vethns.NewNS(t), nil)
-	first, shared := vethns.SharedSockets(t, a, p.A.Name)
+	first, shared := testsock.SharedSockets(t, a, p.A.Name)
 	for name, s := range map[string]*xsk.Socket{"NewShared's socket": shared, "the first socket": first} {
 		if !s.SharesRings() {
 			t.Errorf("%s: SharesRings false", name)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/xdpkit/xdpkit/internal/testsock"
 	"github.com/xdpkit/xdpkit/test/vethns"
 	"github.com/xdpkit/xdpkit/txpath"
 	"github.com/xdpkit/xdpkit/xsk"
@@ -18,7 +19,7 @@ func TestNewRefusesSharedRings(t *testing.T) {
 	vethns.Require(t)
 	a := vethns.NewNS(t)
 	p := vethns.NewPair(t, a, vethns.NewNS(t), nil)
-	first, shared := vethns.SharedSockets(t, a, p.A.Name)
+	first, shared := testsock.SharedSockets(t, a, p.A.Name)
 	cfg := &txpath.Config{Policy: txpath.Plain, BatchSize: 16}
 	for name, s := range map[string]*xsk.Socket{"NewShared's socket": shared, "the first socket": first} {
 		if snd, err := txpath.New(s, cfg); !errors.Is(err, txpath.ErrConfig) {

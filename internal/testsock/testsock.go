@@ -1,8 +1,9 @@
-package vethns
+package testsock
 
 import (
 	"testing"
 
+	"github.com/xdpkit/xdpkit/test/vethns"
 	"github.com/xdpkit/xdpkit/umem"
 	"github.com/xdpkit/xdpkit/xsk"
 )
@@ -12,7 +13,7 @@ import (
 // rings ([xsk.NewShared]). When tb ends the shared socket, the first and
 // the UMEM close, in that order; closing the shared socket earlier is
 // fine.
-func SharedSockets(tb testing.TB, ns *NS, ifname string) (first, shared *xsk.Socket) {
+func SharedSockets(tb testing.TB, ns *vethns.NS, ifname string) (first, shared *xsk.Socket) {
 	tb.Helper()
 	var u *umem.UMEM
 	err := ns.Do(func() error {
