@@ -58,12 +58,13 @@ type counters struct {
 	noRoute, noNeighbour, notRoutable      atomic.Uint64
 	notIP, parseErrors, txFull, noRoomICMP atomic.Uint64
 	icmpTXFull, partialFinished            atomic.Uint64
+	policed                                atomic.Uint64 // dropped by -max-pps
 	_                                      cpu.CacheLinePad
 }
 
 func (c *counters) drops() uint64 {
 	return c.ttlExpired.Load() + c.noRoute.Load() + c.noNeighbour.Load() + c.notRoutable.Load() +
-		c.notIP.Load() + c.parseErrors.Load() + c.txFull.Load()
+		c.notIP.Load() + c.parseErrors.Load() + c.txFull.Load() + c.policed.Load()
 }
 
 type forwarder struct {
@@ -89,12 +90,26 @@ type forwarder struct {
 	now    int64
 	hasNow bool
 
+	// police is -max-pps (nil: no limit), refilled once per round.
+	police  *policer
+	policed bool // refilled this round
+
 	c counters
 }
 
 // Receive handles one packet on the poller's goroutine; it allocates
 // nothing.
 func (f *forwarder) Receive(p *rxpath.Packet) {
+	if f.police != nil {
+		if !f.policed {
+			f.police.refill(time.Now().UnixNano())
+			f.policed = true
+		}
+		if !f.police.allow() {
+			f.c.policed.Add(1) // the frame goes back to the Fill ring
+			return
+		}
+	}
 	in := f.ports[p.Index]
 	f.handle(p, in)
 	if f.pending >= f.batch {
@@ -180,7 +195,7 @@ func (f *forwarder) EndRound() {
 	if f.pending > 0 {
 		f.flush()
 	}
-	f.hasNow = false
+	f.hasNow, f.policed = false, false
 	if !f.started {
 		f.started = true
 		if f.ready != nil {

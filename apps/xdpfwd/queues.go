@@ -39,6 +39,7 @@ type Summary struct {
 	NotIP           uint64
 	ParseErrors     uint64
 	TXRingFull      uint64 // forwarded packets dropped because the TX ring stayed full
+	Policed         uint64 // dropped by -max-pps
 	ICMPTXRingFull  uint64 // ICMP errors built but dropped because the TX ring stayed full
 	PartialFinished uint64 // UDP/TCP checksums left partial by the sender, finished here
 	RouteLookups    uint64
@@ -148,6 +149,9 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		if f.l3 {
 			f.cache = nexthop.NewCache() // per queue: no lock between queues
 		}
+		// -max-pps is shared out among the queues.
+		nq := float64(len(set.Queues()))
+		f.police = newPolicer(c.maxPPS/nq, c.maxBurst/nq)
 		fwds[i] = f
 	}
 	q0 := set.Queues()[0]
@@ -233,6 +237,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		sum.NotIP += f.c.notIP.Load()
 		sum.ParseErrors += f.c.parseErrors.Load()
 		sum.TXRingFull += f.c.txFull.Load()
+		sum.Policed += f.c.policed.Load()
 		sum.ICMPTXRingFull += f.c.icmpTXFull.Load()
 		sum.PartialFinished += f.c.partialFinished.Load()
 		if f.cache != nil {

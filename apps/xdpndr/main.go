@@ -177,6 +177,18 @@ func run(ctx context.Context, c *config) (err error) {
 			if serr := fwd.stop(10 * time.Second); serr != nil {
 				err = errors.Join(err, fwd.failure(serr))
 			}
+			var fs struct {
+				Received, Forwarded, Policed, TXRingFull uint64
+				XDP                                      []struct{ RXDropped, RXRingFull uint64 }
+			}
+			if fwd.lastJSON("summary ", false, &fs) == nil {
+				var ringFull uint64
+				for _, x := range fs.XDP {
+					ringFull += x.RXDropped + x.RXRingFull
+				}
+				fmt.Fprintf(os.Stderr, "xdpndr: xdpfwd over all trials: received %d, forwarded %d, policed %d, TX ring full %d, XDP drops %d\n",
+					fs.Received, fs.Forwarded, fs.Policed, fs.TXRingFull, ringFull)
+			}
 		}()
 		if err := fwd.waitReady(ctx, 30*time.Second); err != nil {
 			return err
@@ -188,5 +200,16 @@ func run(ctx context.Context, c *config) (err error) {
 	res, err := Search(c.search, r.run, func(t Trial) { out(t) })
 	res.Seconds = time.Since(t0).Seconds()
 	out(res)
+	what := "NDR"
+	if c.lossPct > 0 {
+		what = fmt.Sprintf("PDR (loss <= %g%%)", c.lossPct)
+	}
+	switch {
+	case err != nil:
+	case res.RatePPS == 0:
+		fmt.Fprintf(os.Stderr, "xdpndr: no rate passed: %s\n", res.Reason)
+	default:
+		fmt.Fprintf(os.Stderr, "xdpndr: %s %.0f pps after %d trials (%s)\n", what, res.RatePPS, res.Trials, res.Reason)
+	}
 	return err
 }
