@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/xdpkit/xdpkit/apps/internal/payload"
 	"github.com/xdpkit/xdpkit/csum"
 	"github.com/xdpkit/xdpkit/rxpath"
 )
@@ -237,5 +240,37 @@ func TestInterval(t *testing.T) {
 	}
 	if iv.Proto == nil || iv.Proto.TCPSYN != 7 || iv.Proto.Raw["0x88b5"] != 3 || iv.Proto.Raw["0x0806"] != 2 {
 		t.Errorf("proto %+v", iv.Proto)
+	}
+}
+
+// TestIntervalLatency: the -json stream's latency is that of the
+// interval's samples only: merged from the queues, then reset.
+func TestIntervalLatency(t *testing.T) {
+	var lats []*latency
+	now := payload.TAINow()
+	for q := range 2 {
+		r := newReceiver()
+		r.lat = newLatency(clockUser)
+		r.lat.iv = hdrhistogram.New(latMin, latMax, latDigits)
+		lats = append(lats, r.lat)
+		for i := range 10 {
+			deliver(r, stampedFrame(uint64(i), 100, now-int64(q+1)*int64(time.Second)))
+		}
+	}
+	h := hdrhistogram.New(latMin, latMax, latDigits)
+	il := intervalLatency(lats, h)
+	// Receive time is the user clock, a little after now: one queue's
+	// samples are just over 1 s, the other's just over 2 s.
+	if il == nil || il.Samples != 20 || il.P50Us < 1e6 || il.P50Us > 1.5e6 || il.MaxUs < 2e6 || il.MaxUs > 2.5e6 {
+		t.Fatalf("first interval: %+v", il)
+	}
+	if il := intervalLatency(lats, h); il.Samples != 0 {
+		t.Errorf("second interval, nothing received: %+v", il)
+	}
+	if s := latencySummary(lats); s.Samples != 20 {
+		t.Errorf("the run's summary lost samples to the intervals: %+v", s)
+	}
+	if intervalLatency(nil, h) != nil {
+		t.Error("no -latency: want no interval latency")
 	}
 }
