@@ -60,21 +60,25 @@ type ndrTrial struct {
 // known rate (xdpfwd -max-pps), finds that rate: its NDR is within
 // [0.5, 1.05] of it (above it by at most what the bucket lets through in
 // a trial, -max-burst over -trial, 3% here; below it when a busy machine
-// makes the forwarder stall longer than the bucket holds), the search
-// converges within its trials, every trial well above the cap fails and
-// the forwarder dropped what it policed.
+// stalls the generator longer than the bucket holds, 120 ms here, or a
+// program longer than its rings hold), the search converges within its
+// trials, every trial well above the cap fails and the forwarder dropped
+// what it policed. A failed trial runs once more (-retries 1): a rate
+// above the cap fails both times, one below it fails only when the host
+// dropped packets twice. The cap is low, so that the three programs need
+// little CPU and their 4096-packet rings hold 400 ms of traffic.
 func TestNDRFindsBottleneck(t *testing.T) {
 	const (
-		capPPS = 40_000
-		trial  = 2 * time.Second
-		burst  = 2400 // 60 ms at the cap; 3% of it over a 2 s trial
+		capPPS = 10_000
+		trial  = 4 * time.Second
+		burst  = 1200 // 120 ms at the cap; 3% of it over a 4 s trial
 	)
 	b := newBedAs(t, nil, "-max-pps", fmt.Sprint(capPPS), "-max-burst", fmt.Sprint(burst))
 	ndr := xdpndrPath(t)
 	stdout, stderr, code := runIn(t, nil, 10*time.Minute, ndr, "-bin", bin,
 		"-gen-ns", b.t.Gen.Name, "-gen-i", b.t.In.A.Name, "-dst", b.t.Out.B.IPv4.Addr().String(),
 		"-recv-ns", b.t.Recv.Name, "-recv-i", b.t.Out.B.Name,
-		"-min", "1k", "-max", fmt.Sprint(4*capPPS), "-trial", trial.String(), "-resolution", "2%", "-max-trials", "14")
+		"-min", "1k", "-max", fmt.Sprint(2*capPPS), "-trial", trial.String(), "-resolution", "2%", "-max-trials", "14", "-retries", "1")
 	if code != 0 {
 		t.Fatalf("xdpndr: exit %d: %s\n%s", code, stderr, stdout)
 	}
@@ -121,5 +125,32 @@ func TestNDRFindsBottleneck(t *testing.T) {
 	}
 	if fs.Policed == 0 {
 		t.Errorf("the forwarder policed nothing (forwarded %d): the cap was not what the search found", fs.Forwarded)
+	}
+}
+
+// TestNDRBadFlags: xdpndr refuses flags it cannot use with one line and
+// exit code 2, before it starts anything.
+func TestNDRBadFlags(t *testing.T) {
+	ndr := xdpndrPath(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{}, "-gen-i, -recv-i and -dst are required"},
+		{[]string{"-topo", "-gen-i", "x"}, "-topo builds its own"},
+		{[]string{"-topo", "-resolution", "0.02"}, "-resolution"},
+		{[]string{"-topo", "-resolution", "100%"}, "-resolution"},
+		{[]string{"-topo", "-min", "10k", "-max", "5k"}, "bad search config"},
+		{[]string{"-topo", "-start", "2M"}, "bad search config"},
+		{[]string{"-topo", "-loss", "100"}, "bad search config"},
+		{[]string{"-topo", "-max-trials", "0"}, "bad search config"},
+		{[]string{"-topo", "-trial", "1ms"}, "-trial"},
+		{[]string{"-topo", "-bin", "/nonexistent"}, "no xdpgen there"},
+		{[]string{"-gen-i", "a", "-recv-i", "b", "-dst", "198.18.0.1", "-ipv6"}, "go with -topo"},
+	} {
+		_, stderr, code := runIn(t, nil, 10*time.Second, ndr, append([]string{"-bin", bin}, tc.args...)...)
+		if code != cli.ExitUsage || !strings.Contains(stderr, tc.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("xdpndr %v: exit %d, stderr %q; want exit %d and %q on one line", tc.args, code, stderr, cli.ExitUsage, tc.want)
+		}
 	}
 }

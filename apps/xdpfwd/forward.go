@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/xdpkit/xdpkit/apps/internal/nexthop"
+	"github.com/xdpkit/xdpkit/apps/internal/payload"
 	"github.com/xdpkit/xdpkit/csum"
 	"github.com/xdpkit/xdpkit/internal/pkt"
 	"github.com/xdpkit/xdpkit/rxpath"
@@ -90,9 +91,10 @@ type forwarder struct {
 	now    int64
 	hasNow bool
 
-	// police is -max-pps (nil: no limit), refilled once per round.
-	police  *policer
-	policed bool // refilled this round
+	// police is -max-pps (nil: no limit).
+	police   *policer
+	policed  bool  // roundTAI read this round
+	roundTAI int64 // CLOCK_TAI at the round's first packet without metadata
 
 	c counters
 }
@@ -101,10 +103,18 @@ type forwarder struct {
 // nothing.
 func (f *forwarder) Receive(p *rxpath.Packet) {
 	if f.police != nil {
-		if !f.policed {
-			f.police.refill(time.Now().UnixNano())
-			f.policed = true
+		// The bucket is refilled by arrival time, the XDP program's
+		// clock in the packet's metadata, so that packets that waited
+		// on the RX ring while the forwarder was descheduled are not
+		// taken for a burst; without metadata, by the round's time.
+		ts, ok := p.XDPTime()
+		if !ok {
+			if !f.policed {
+				f.roundTAI, f.policed = payload.TAINow(), true
+			}
+			ts = f.roundTAI
 		}
+		f.police.refill(ts)
 		if !f.police.allow() {
 			f.c.policed.Add(1) // the frame goes back to the Fill ring
 			return

@@ -127,6 +127,10 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		// UMEM is for frames in flight on the TX rings.
 		Poller: rxpath.Config{CopyThreshold: -1, FillFrames: c.ring, Coalesce: c.coalesce, Thread: c.thread},
 	}
+	if c.maxPPS > 0 {
+		// -max-pps polices by arrival time: the XDP program's clock.
+		cfg.Program.Metadata, cfg.Poller.Metadata = true, true
+	}
 	cli.QueueConfig(cfg, c.queues, c.cpus)
 	set, err := mq.Open(cfg)
 	if err != nil {
@@ -166,6 +170,14 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	// empty is dropped.
 	readyMsg := fmt.Sprintf("xdpfwd: ready: %s %s -> %s, queues %s, attach %s, zero-copy %v, multi-buffer %v, %d frames per queue\n",
 		c.mode, c.in, c.out, strings.Join(qdesc, " "), sum.AttachMode, sum.ZeroCopy, sum.MultiBuffer, c.frames)
+	if c.maxPPS > 0 {
+		level, why := set.Programs()[0].Metadata()
+		readyMsg += fmt.Sprintf("xdpfwd: -max-pps %.0f, bucket %.0f packets; RX metadata %s", c.maxPPS, c.maxBurst, level)
+		if why != nil {
+			readyMsg += fmt.Sprintf(" (%s)", strings.ReplaceAll(why.Error(), "\n", "; "))
+		}
+		readyMsg += "\n"
+	}
 	var notReady atomic.Int32
 	notReady.Store(int32(len(fwds)))
 	for _, f := range fwds {

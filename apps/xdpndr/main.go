@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +19,7 @@ import (
 const usage = `xdpndr: the highest rate whose loss stays within a bound (NDR, PDR), by trials of xdpgen against xdprecv.
 
 Usage: xdpndr -gen-i IFACE -dst ADDR -recv-i IFACE [-gen-ns NS] [-recv-ns NS] [-bin DIR]
-              [-loss PCT] [-trial D] [-resolution PCT%|PPS] [-min PPS] [-max PPS] [-start PPS] [-max-trials N]
+              [-loss PCT] [-trial D] [-resolution PCT%|PPS] [-min PPS] [-max PPS] [-start PPS] [-max-trials N] [-retries N]
               [-size N] [-flows N] [-gen-args ARGS] [-recv-args ARGS] [-drain D]
        xdpndr -topo [-fwd-args ARGS] [search flags]   # gen-ns -> xdpfwd -> recv-ns, built and removed here`
 
@@ -34,6 +35,7 @@ type config struct {
 	resS, minS, maxS  string
 	startS            string
 	maxTrials         int
+	retries           int
 	size              string
 	flows             int
 	search            Config
@@ -62,7 +64,8 @@ func main() {
 	fs.StringVar(&c.maxS, "max", "1M", "highest rate searched, packets/s")
 	fs.StringVar(&c.startS, "start", "", "first trial's rate (default: -max)")
 	fs.IntVar(&c.maxTrials, "max-trials", 20, "at most this many trials")
-	fs.StringVar(&c.size, "size", "64", "xdpgen -size")
+	fs.IntVar(&c.retries, "retries", 0, "run a failed trial again up to this many times; the rate passes if one attempt does (for a host whose other work makes the path drop now and then)")
+	fs.StringVar(&c.size, "size", "", "xdpgen -size (default: 64 bytes, 78 over IPv6)")
 	fs.IntVar(&c.flows, "flows", 1, "xdpgen -flows")
 	app.Parse(os.Args[1:])
 	if err := c.check(); err != nil {
@@ -102,6 +105,9 @@ func (c *config) check() error {
 	}
 	if c.trial < 100*time.Millisecond || c.trial > 10*time.Minute {
 		return fmt.Errorf("-trial %v: want 100ms..10m", c.trial)
+	}
+	if c.retries < 0 || c.retries > 10 {
+		return fmt.Errorf("-retries %d: want 0..10", c.retries)
 	}
 	if c.drain < 0 || c.drain > time.Minute {
 		return fmt.Errorf("-drain %v: want 0..1m", c.drain)
@@ -145,7 +151,6 @@ func out(v any) {
 
 func run(ctx context.Context, c *config) (err error) {
 	r := &trialRunner{bin: c.bin, gen: side{c.genNS, c.genIf}, recv: side{c.recvNS, c.recvIf}, dst: c.dst,
-		genArgs:  append([]string{"-size", c.size, "-flows", fmt.Sprint(c.flows)}, strings.Fields(c.genArgs)...),
 		recvArgs: strings.Fields(c.recvArgs), trial: c.trial, drain: c.drain, loss: c.lossPct, ctx: ctx}
 	if c.topo {
 		if os.Geteuid() != 0 {
@@ -193,11 +198,26 @@ func run(ctx context.Context, c *config) (err error) {
 		if err := fwd.waitReady(ctx, 30*time.Second); err != nil {
 			return err
 		}
+		fwd.mu.Lock()
+		for _, l := range fwd.lines {
+			if strings.Contains(l, "-max-pps") {
+				fmt.Fprintln(os.Stderr, l)
+			}
+		}
+		fwd.mu.Unlock()
 		fmt.Fprintf(os.Stderr, "xdpndr: %s [%s] -> xdpfwd in %s -> [%s] %s, to %s\n",
 			t.Gen.Name, t.In.A.Name, t.Fwd.Name, t.Out.B.Name, t.Recv.Name, dst)
 	}
+	size := c.size
+	if size == "" {
+		size = "64"
+		if a, err := netip.ParseAddr(r.dst); err == nil && a.Unmap().Is6() {
+			size = "78" // the smallest frame with IPv6 and xdpgen's payload header
+		}
+	}
+	r.genArgs = append([]string{"-size", size, "-flows", fmt.Sprint(c.flows)}, strings.Fields(c.genArgs)...)
 	t0 := time.Now()
-	res, err := Search(c.search, r.run, func(t Trial) { out(t) })
+	res, err := Search(c.search, withRetries(r.run, c.retries), func(t Trial) { out(t) })
 	res.Seconds = time.Since(t0).Seconds()
 	out(res)
 	what := "NDR"

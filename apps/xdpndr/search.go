@@ -37,6 +37,9 @@ type Trial struct {
 	Seconds     float64 // the trial's length, set-up included
 	Pass        bool
 	Reason      string `json:",omitempty"` // why it failed
+	// Attempts is how many times the trial ran (-retries: a failed
+	// trial runs again); the counts are the last attempt's.
+	Attempts int
 	// LoPPS and HiPPS are the search's bounds after the trial: the
 	// highest rate that passed (0: none) and the lowest that failed (0:
 	// none).
@@ -61,7 +64,7 @@ type Result struct {
 
 // Errors of Search.
 var (
-	ErrConfig = errors.New("xdpndr: bad search config")
+	ErrConfig = errors.New("bad search config")
 )
 
 // Check validates c and fills Start.
@@ -153,5 +156,24 @@ func Search(c Config, run func(rate float64) (Trial, error), report func(Trial))
 		if rate <= floor || rate >= hi {
 			return done(true, "the bounds are a packet/s apart")
 		}
+	}
+}
+
+// withRetries runs a failed trial again, up to retries more times: the
+// rate passes when one attempt does. On a host where other work makes
+// the path drop now and then, a rate the path carries passes; a rate
+// above what it carries fails every attempt.
+func withRetries(run func(rate float64) (Trial, error), retries int) func(rate float64) (Trial, error) {
+	return func(rate float64) (Trial, error) {
+		var t Trial
+		for i := 0; i <= retries; i++ {
+			var err error
+			t, err = run(rate)
+			t.Attempts = i + 1
+			if err != nil || t.Pass {
+				return t, err
+			}
+		}
+		return t, nil
 	}
 }

@@ -217,3 +217,46 @@ func TestParseResolution(t *testing.T) {
 		}
 	}
 }
+
+// TestRetries: a failed trial runs again, up to the retries; the first
+// pass ends it; an error ends it at once.
+func TestRetries(t *testing.T) {
+	var calls int
+	outcomes := []bool{false, false, true, false}
+	run := func(float64) (Trial, error) {
+		calls++
+		return Trial{Pass: outcomes[calls-1]}, nil
+	}
+	tr, err := withRetries(run, 2)(1000)
+	if err != nil || !tr.Pass || tr.Attempts != 3 || calls != 3 {
+		t.Errorf("pass on the third attempt: %+v, %d calls, %v", tr, calls, err)
+	}
+	calls, outcomes = 0, []bool{false, false, false, true}
+	if tr, _ := withRetries(run, 2)(1000); tr.Pass || tr.Attempts != 3 || calls != 3 {
+		t.Errorf("three failures with 2 retries: %+v, %d calls", tr, calls)
+	}
+	calls, outcomes = 0, []bool{true}
+	if tr, _ := withRetries(run, 5)(1000); !tr.Pass || tr.Attempts != 1 || calls != 1 {
+		t.Errorf("a pass at once: %+v, %d calls", tr, calls)
+	}
+	boom := errors.New("boom")
+	calls = 0
+	if _, err := withRetries(func(float64) (Trial, error) { calls++; return Trial{}, boom }, 3)(1000); !errors.Is(err, boom) || calls != 1 {
+		t.Errorf("error: %v after %d calls", err, calls)
+	}
+	// Search with retries on a device that drops at random below its
+	// capacity one trial in three still finds the capacity.
+	rng := rand.New(rand.NewPCG(3, 4))
+	noisy := func(rate float64) (Trial, error) {
+		tr, _ := device(50_000)(rate)
+		if rng.IntN(3) == 0 {
+			tr.Pass, tr.Reason = false, "a transient drop"
+		}
+		return tr, nil
+	}
+	c := Config{Min: 1000, Max: 100_000, Resolution: 0.02, Relative: true, MaxTrials: 20}
+	r, _ := Search(c, withRetries(noisy, 3), nil)
+	if r.RatePPS < 48_000 || r.RatePPS > 50_000 {
+		t.Errorf("noisy device with retries: %+v", r)
+	}
+}
