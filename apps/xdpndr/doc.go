@@ -18,7 +18,10 @@
 // search_test.go) tries -start (default -max) first, then halves the
 // interval between the highest rate that passed and the lowest that
 // failed until it is no wider than -resolution (a percentage of the upper
-// bound, or packets/s), in at most -max-trials trials. Every trial and
+// bound, or packets/s), in at most -max-trials trials; -retries N runs a
+// failed trial again up to N times (the rate passes if one attempt
+// does), for hosts whose other work makes the path drop now and then.
+// Every trial and
 // the result are JSON lines on standard output; progress and errors go
 // to stderr.
 //
