@@ -274,3 +274,19 @@ func TestIntervalLatency(t *testing.T) {
 		t.Error("no -latency: want no interval latency")
 	}
 }
+
+// BenchmarkReceiveProto: a TCP SYN, an ICMPv6 echo request and a raw
+// frame counted, per packet.
+func BenchmarkReceiveProto(b *testing.B) {
+	r := protoReceiver()
+	var ps []*rxpath.Packet
+	for _, f := range [][]byte{synFrame(false, 1, 2, 0x02), echoFrame(true, 128, 1, 1), rawFrame(0x88b5)} {
+		ps = append(ps, &rxpath.Packet{Data: f, Segments: [][]byte{f}, Len: len(f)})
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		r.Receive(ps[i%len(ps)])
+		i++
+	}
+}
