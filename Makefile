@@ -88,7 +88,7 @@ APPSRACEPKGS ?= ./internal/...
 # FUZZTIME=10m runs each longer.
 FUZZTARGETS ?= ./csum:FuzzSum ./csum:FuzzUpdate ./csum:FuzzFillFrame ./csum:FuzzVerify ./nt:FuzzCopy \
                ./internal/pkt:FuzzParse ./pkt:FuzzReplyUDP ./rxpath:FuzzSplitPacket ./apps/xdpfwd:FuzzParseChain \
-               ./xdpnet:FuzzParseDatagram
+               ./xdpnet:FuzzParseDatagram ./apps/internal/pcapfile:FuzzReader
 FUZZTIME    ?= 30s
 CI_FUZZTIME ?= 5s
 

@@ -6,7 +6,6 @@ import (
 
 	"github.com/xdpkit/xdpkit/test/vethns"
 	"github.com/xdpkit/xdpkit/txpath"
-	"github.com/xdpkit/xdpkit/umem"
 	"github.com/xdpkit/xdpkit/xsk"
 )
 
@@ -19,31 +18,7 @@ func TestNewRefusesSharedRings(t *testing.T) {
 	vethns.Require(t)
 	a := vethns.NewNS(t)
 	p := vethns.NewPair(t, a, vethns.NewNS(t), nil)
-	var u *umem.UMEM
-	var first, shared *xsk.Socket
-	err := a.Do(func() error {
-		var err error
-		if u, err = umem.New(&umem.Config{FrameCount: 64}); err != nil {
-			return err
-		}
-		if first, err = xsk.New(p.A.Name, 0, u, &xsk.Config{Mode: xsk.ModeCopy}); err != nil {
-			return err
-		}
-		shared, err = xsk.NewShared(first, nil)
-		return err
-	})
-	if u != nil {
-		defer u.Close()
-	}
-	if first != nil {
-		defer first.Close()
-	}
-	if shared != nil {
-		defer shared.Close()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	first, shared := vethns.SharedSockets(t, a, p.A.Name)
 	cfg := &txpath.Config{Policy: txpath.Plain, BatchSize: 16}
 	for name, s := range map[string]*xsk.Socket{"NewShared's socket": shared, "the first socket": first} {
 		if snd, err := txpath.New(s, cfg); !errors.Is(err, txpath.ErrConfig) {

@@ -119,29 +119,6 @@ func (bd *bed) dial(t *testing.T) *net.UDPConn {
 
 // roundTrip sends n datagrams of varied sizes and checks each reply is
 // byte-exact.
-func roundTrip(t *testing.T, c *net.UDPConn, n int) {
-	t.Helper()
-	buf := make([]byte, 2048)
-	for i := 0; i < n; i++ {
-		req := make([]byte, 1+(i*97)%1400)
-		for j := range req {
-			req[j] = byte(i + j*7)
-		}
-		if _, err := c.Write(req); err != nil {
-			t.Fatal(err)
-		}
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		m, err := c.Read(buf)
-		if err != nil {
-			t.Fatalf("reply %d (%d bytes): %v", i, len(req), err)
-		}
-		if !bytes.Equal(buf[:m], req) {
-			t.Fatalf("reply %d: %d bytes, not the %d sent", i, m, len(req))
-		}
-	}
-}
-
-var csumCounters = []string{"Udp:InCsumErrors", "Udp6:InCsumErrors", "Ip:InHdrErrors", "Udp:InErrors", "Udp6:InErrors"}
 
 // TestEcho: datagrams of 1 to 1400 bytes over IPv4 and IPv6 come back
 // byte-exact from the conn, through its AF_XDP sockets (not the kernel
@@ -162,16 +139,12 @@ func TestEcho(t *testing.T) {
 				}
 				c := bd.dial(t)
 				vethns.WaitEcho(t, c)
-				roundTrip(t, c, 200)
+				vethns.RoundTrips(t, c, 200)
 				after, err := bd.b.Counters()
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, k := range csumCounters {
-					if after[k] != before[k] {
-						t.Errorf("tx-csum %v: client's %s went from %d to %d", offload, k, before[k], after[k])
-					}
-				}
+				vethns.SameCounters(t, fmt.Sprintf("tx-csum %v: client", offload), before, after, vethns.ChecksumCounters)
 			}
 			st := bd.c.Stats()
 			if st.Sent < 400 || st.KernelSent != 0 || st.KernelReceived != 0 {
@@ -335,7 +308,7 @@ func TestNeighbourChange(t *testing.T) {
 	bd.echo(t)
 	c := bd.dial(t)
 	vethns.WaitEcho(t, c)
-	roundTrip(t, c, 20)
+	vethns.RoundTrips(t, c, 20)
 	mac := net.HardwareAddr{0x02, 0x00, 0x5e, 0x10, 0x20, 0x30}
 	reloads := bd.c.Reloads()
 	err := bd.b.Do(func() error {
@@ -363,7 +336,7 @@ func TestNeighbourChange(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	roundTrip(t, c, 100)
+	vethns.RoundTrips(t, c, 100)
 	if s := bd.c.Stats(); s.KernelSent != 0 {
 		t.Errorf("%d replies went through the kernel", s.KernelSent)
 	}
@@ -409,6 +382,6 @@ func TestFirstDatagram(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		bd := newBed(t, i%2 == 1, nil)
 		bd.echo(t)
-		roundTrip(t, bd.dial(t), 1)
+		vethns.RoundTrips(t, bd.dial(t), 1)
 	}
 }

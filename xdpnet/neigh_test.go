@@ -109,5 +109,5 @@ func TestWatcherOverflow(t *testing.T) {
 		t.Fatal(err)
 	}
 	vethns.WaitEcho(t, c) // replies to the old MAC address are dropped
-	roundTrip(t, c, 20)
+	vethns.RoundTrips(t, c, 20)
 }

@@ -35,7 +35,7 @@ func TestQueues(t *testing.T) {
 		bd.echo(t)
 		c := bd.dial(t)
 		vethns.WaitEcho(t, c)
-		roundTrip(t, c, 20)
+		vethns.RoundTrips(t, c, 20)
 	})
 	t.Run("queue 70", func(t *testing.T) {
 		bd, err := newBedConfig(t, true, &vethns.PairConfig{Queues: 72}, &xdpnet.Config{Queues: []int{0, 70}, FrameCount: 256}, nil)
@@ -48,7 +48,7 @@ func TestQueues(t *testing.T) {
 		bd.echo(t)
 		c := bd.dial(t)
 		vethns.WaitEcho(t, c)
-		roundTrip(t, c, 20)
+		vethns.RoundTrips(t, c, 20)
 	})
 	for _, qs := range [][]int{{1}, {0, 0}, {-1}} {
 		_, err := newBedConfig(t, false, &vethns.PairConfig{Queues: 2}, &xdpnet.Config{Queues: qs}, inUse(1))

@@ -156,19 +156,8 @@ func (s *Socket) initShared(c *Config) error {
 	if err != nil {
 		return fmt.Errorf("xsk: %w", err)
 	}
-	if !c.NoRX {
-		s.rx = &RXRing{umem: s.umem}
-		s.rx.g = &s.g
-		if err := s.rx.mmap(s.fd, off.Rx, c.RXSize); err != nil {
-			return fmt.Errorf("xsk: RX ring: %w", err)
-		}
-	}
-	if !c.NoTX {
-		s.tx = &TXRing{umem: s.umem}
-		s.tx.g = &s.g
-		if err := s.tx.mmap(s.fd, off.Tx, c.TXSize); err != nil {
-			return fmt.Errorf("xsk: TX ring: %w", err)
-		}
+	if err := s.mapRXTX(&off, c); err != nil {
+		return err
 	}
 	bc := *c
 	bc.MaxTXBudget = 0 // copy-mode TX budget: first's option, not shared
@@ -187,11 +176,9 @@ func (s *Socket) initShared(c *Config) error {
 		}
 		return caps.Wrap("xsk: bind "+where, caps.NetAdmin, err)
 	}
-	opts, err := unix.GetsockoptInt(s.fd, unix.SOL_XDP, unix.XDP_OPTIONS)
-	if err != nil {
-		return fmt.Errorf("xsk: %w", os.NewSyscallError("getsockopt(XDP_OPTIONS)", err))
+	if err := s.readOptions(); err != nil {
+		return err
 	}
-	s.zc = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
 	s.probeStats()
 	return nil
 }

@@ -84,8 +84,10 @@ type Config struct {
 	// works and Features().TXBudget says 0.
 	MaxTXBudget uint32
 	// BindTimeout bounds how long New retries a bind that fails with
-	// EBUSY (the kernel frees a queue some 20 ms after its socket closed).
-	// 0 means 500 ms; negative means no retry.
+	// EBUSY: the kernel frees a queue from a work item (xp_release_deferred)
+	// after the socket that held it closed, later on a busy machine, so a
+	// program started right after another one on the same queue can find
+	// it still held. 0 means 2 s; negative means no retry.
 	BindTimeout time.Duration
 }
 
@@ -229,19 +231,8 @@ func (s *Socket) init(c *Config) error {
 		return fmt.Errorf("xsk: completion ring: %w", err)
 	}
 	s.comp.umem = s.umem
-	if !c.NoRX {
-		s.rx = &RXRing{umem: s.umem}
-		s.rx.g = &s.g
-		if err := s.rx.mmap(s.fd, off.Rx, c.RXSize); err != nil {
-			return fmt.Errorf("xsk: RX ring: %w", err)
-		}
-	}
-	if !c.NoTX {
-		s.tx = &TXRing{umem: s.umem}
-		s.tx.g = &s.g
-		if err := s.tx.mmap(s.fd, off.Tx, c.TXSize); err != nil {
-			return fmt.Errorf("xsk: TX ring: %w", err)
-		}
+	if err := s.mapRXTX(&off, c); err != nil {
+		return err
 	}
 	if err := s.setOptions(c); err != nil {
 		return err
@@ -249,11 +240,9 @@ func (s *Socket) init(c *Config) error {
 	if err := s.bind(c); err != nil {
 		return err
 	}
-	opts, err := unix.GetsockoptInt(s.fd, unix.SOL_XDP, unix.XDP_OPTIONS)
-	if err != nil {
-		return fmt.Errorf("xsk: %w", os.NewSyscallError("getsockopt(XDP_OPTIONS)", err))
+	if err := s.readOptions(); err != nil {
+		return err
 	}
-	s.zc = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
 	if s.zc && c.NoRX {
 		if err := s.stockFill(c); err != nil {
 			return err
@@ -321,7 +310,7 @@ func (s *Socket) bind(c *Config) error {
 	}
 	timeout := c.BindTimeout
 	if timeout == 0 {
-		timeout = 500 * time.Millisecond
+		timeout = 2 * time.Second
 	}
 	deadline := time.Now().Add(timeout)
 	delay := time.Millisecond
@@ -735,5 +724,35 @@ func (s *Socket) wait(ctx context.Context, write bool, ready func() bool) error 
 		}
 		return fmt.Errorf("xsk: wait: %w", err)
 	}
+	return nil
+}
+
+// mapRXTX maps the socket's own RX and TX rings, those c asks for, at
+// the offsets the kernel gave.
+func (s *Socket) mapRXTX(off *unix.XDPMmapOffsets, c *Config) error {
+	if !c.NoRX {
+		s.rx = &RXRing{umem: s.umem}
+		s.rx.g = &s.g
+		if err := s.rx.mmap(s.fd, off.Rx, c.RXSize); err != nil {
+			return fmt.Errorf("xsk: RX ring: %w", err)
+		}
+	}
+	if !c.NoTX {
+		s.tx = &TXRing{umem: s.umem}
+		s.tx.g = &s.g
+		if err := s.tx.mmap(s.fd, off.Tx, c.TXSize); err != nil {
+			return fmt.Errorf("xsk: TX ring: %w", err)
+		}
+	}
+	return nil
+}
+
+// readOptions reads back what the bind gave: zero-copy or copy mode.
+func (s *Socket) readOptions() error {
+	opts, err := unix.GetsockoptInt(s.fd, unix.SOL_XDP, unix.XDP_OPTIONS)
+	if err != nil {
+		return fmt.Errorf("xsk: %w", os.NewSyscallError("getsockopt(XDP_OPTIONS)", err))
+	}
+	s.zc = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/xdpkit/xdpkit/apps/internal/cli"
+	"github.com/xdpkit/xdpkit/apps/internal/craft"
 	"github.com/xdpkit/xdpkit/apps/internal/payload"
 	"github.com/xdpkit/xdpkit/txpath"
 )
@@ -22,6 +23,10 @@ type gen struct {
 	hdr    [payload.HeaderLen + payload.StampLen]byte
 	hdrLen int
 	stamp  bool // -timestamp: stamped payloads
+
+	b    *craft.Builder // the field engine's frames, or
+	rp   *replay        // a pcap replay (both nil: UDP from flows)
+	pace pacer          // their rate
 
 	sent, bytes, waits uint64
 	k                  int              // position in sizes
@@ -93,7 +98,12 @@ func (g *gen) loop(ctx context.Context, count uint64, pps float64, batch int, st
 	defer cancel(nil)
 	g.note()
 	go g.watch(ctx, cancel, stall)
-	err := g.send(ctx, count, pps, batch, sent, bytes)
+	var err error
+	if g.b != nil || g.rp != nil {
+		err = g.sendFrames(ctx, count, &g.pace, batch, sent, bytes)
+	} else {
+		err = g.send(ctx, count, pps, batch, sent, bytes)
+	}
 	if cause := context.Cause(ctx); err == nil && cause != nil {
 		var st *errStalled
 		if errors.As(cause, &st) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/xdpkit/xdpkit/apps/internal/cli"
+	"github.com/xdpkit/xdpkit/apps/internal/craft"
 	"github.com/xdpkit/xdpkit/apps/internal/nexthop"
 	"github.com/xdpkit/xdpkit/apps/internal/payload"
 	"github.com/xdpkit/xdpkit/mq"
@@ -23,7 +24,10 @@ import (
 // queue's share in Queues.
 type Summary struct {
 	Iface, Src, Dst, DstMAC string
+	Mode                    string
 	Flows                   int
+	Skipped                 uint64 `json:",omitempty"` // pcap records not sent: not Ethernet, or longer than a frame
+	Loops                   int    `json:",omitempty"` // pcap replay loops begun
 	Sent                    uint64 // packets queued on the TX rings
 	Bytes                   uint64
 	Completed               uint64 // frames the kernel completed
@@ -60,7 +64,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !c.srcAddr.IsValid() || c.nextMAC == nil {
+	if c.dstAddr.IsValid() && (!c.srcAddr.IsValid() || c.nextMAC == nil) {
 		hop, err := nexthop.Resolve(c.dstAddr)
 		if err != nil {
 			return nil, fmt.Errorf("-dst %s: %w (give -src and -dst-mac)", c.dstAddr, err)
@@ -89,6 +93,23 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	frameSize, err := c.nic.Frame(c.iface)
 	if err != nil {
 		return nil, err
+	}
+	var rp *replay
+	if c.engine {
+		// Whole frames written into one UMEM frame each; a pcap
+		// record longer than that or the MTU is skipped (and counted).
+		fit := frameSize - umem.TxMetadataSize
+		if c.pcapMode {
+			if rp, err = openReplay(c, min(fit, c.mtu+14)); err != nil {
+				return nil, err
+			}
+			defer rp.Close()
+		} else if maxSize > fit {
+			return nil, fmt.Errorf("-size %d: above the %d bytes of one UMEM frame; larger frames only in -mode udp without the field engine's options", maxSize, fit)
+		}
+		if c.srcAddr.IsValid() && !c.srcPfx.IsValid() {
+			c.srcPfx = netip.PrefixFrom(c.srcAddr, c.srcAddr.BitLen())
+		}
 	}
 	txProg, err := xsk.ParseTXProgram(c.txProgS)
 	if err != nil {
@@ -122,8 +143,27 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	}
 	gens := make([]*gen, nq)
 	pat := payload.Pattern(max(2048, maxSize))
+	var ccfg craft.Config
+	if c.engine && !c.pcapMode {
+		ccfg = craft.Config{Mode: c.mode, VLANs: c.vlans, EtherType: c.ethertype, Pattern: c.pattern,
+			Src: c.srcPfx, Dst: c.dstPfx, SrcPorts: c.sports, DstPorts: c.dports, Order: c.order, Seed: c.seed,
+			TTL: uint8(c.ttl), MTU: c.mtu, Sizes: c.sizes, Stride: nq}
+		copy(ccfg.SrcMAC[:], c.ifaceMAC)
+		copy(ccfg.DstMAC[:], c.nextMAC)
+	}
 	for i, q := range set.Queues() {
 		g := &gen{s: q.Senders[0], sizes: c.sizes, pat: pat, stamp: c.timestamp}
+		if c.engine {
+			g.rp = rp
+			if !c.pcapMode {
+				ccfg.Start, ccfg.Flow = i, uint16(i)
+				if g.b, err = craft.New(&ccfg); err != nil {
+					return nil, errors.Join(err, set.Close())
+				}
+			}
+			gens[i] = g
+			continue
+		}
 		for f := i; f < c.flows; f += nq {
 			fl, err := txpath.NewUDPFlow(c.ifaceMAC, c.nextMAC,
 				netip.AddrPortFrom(c.srcAddr, uint16(c.sport+f)), netip.AddrPortFrom(c.dstAddr, uint16(c.dport)),
@@ -140,8 +180,15 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	}
 	q0 := set.Queues()[0]
 	dec := q0.Senders[0].Decision()
+	flows := c.flows
+	if g := gens[0]; g.b != nil {
+		flows = int(min(g.b.Flows(), 1<<31))
+	} else if g.rp != nil {
+		flows = 0
+	}
+	mode := c.modeS
 	sum := &Summary{Iface: c.iface, Src: c.srcAddr.String(), Dst: c.dstAddr.String(), DstMAC: c.nextMAC.String(),
-		Flows: c.flows, Policy: dec.Policy.String(), PolicyReason: dec.Reason, PolicyWarning: dec.Warning, ZeroCopy: q0.Sockets[0].ZeroCopy(),
+		Mode: mode, Flows: flows, Policy: dec.Policy.String(), PolicyReason: dec.Reason, PolicyWarning: dec.Warning, ZeroCopy: q0.Sockets[0].ZeroCopy(),
 		MultiBuffer: q0.Sockets[0].MultiBuffer()}
 	if c.policy != txpath.Auto {
 		sum.Policy = c.policy.String()
@@ -150,8 +197,8 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	for _, q := range set.Queues() {
 		qdesc = append(qdesc, fmt.Sprintf("%d@cpu%d", q.ID, q.CPU))
 	}
-	fmt.Printf("xdpgen: ready: %s -> %s via %s (%s), %d flow(s), queues %s, policy %s\n",
-		sum.Src, sum.Dst, c.iface, sum.DstMAC, c.flows, strings.Join(qdesc, " "), sum.Policy)
+	fmt.Printf("xdpgen: ready: %s %s -> %s via %s (%s), %d flow(s), queues %s, policy %s\n",
+		mode, sum.Src, sum.Dst, c.iface, sum.DstMAC, flows, strings.Join(qdesc, " "), sum.Policy)
 	fmt.Printf("xdpgen: %s\n", dec)
 	from := "?"
 	if info, err := xsk.Device(c.iface); err == nil {
@@ -168,7 +215,23 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		for _, n := range c.sizes {
 			avg += n
 		}
-		pps = c.bps / 8 / (float64(avg) / float64(len(c.sizes)))
+		over := 0
+		if c.l1 {
+			over = l1Overhead
+		}
+		if !c.engine {
+			pps = c.bps / 8 / (float64(avg)/float64(len(c.sizes)) + float64(over))
+		}
+		for _, g := range gens {
+			g.pace = pacer{rate: c.bps / float64(nq), bits: true, overhead: over}
+		}
+	} else {
+		for _, g := range gens {
+			g.pace = pacer{rate: pps / float64(nq)}
+		}
+	}
+	if rp != nil && rp.original {
+		gens[0].pace.rate = 0 // the capture's timing
 	}
 	total := func() cli.Sample {
 		st := set.Stats()
@@ -188,14 +251,15 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		fmt.Printf("xdpgen: metrics on http://%s/metrics\n", addr)
 	}
 
-	// -duration counts from here, the end of set-up.
-	if c.duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.duration)
-		defer cancel()
-	}
+	// -duration counts from here, the end of set-up: from the same
+	// instant as the summary's Seconds, so that those are never fewer.
 	cpu0 := cli.CPUTime()
 	start := time.Now()
+	if c.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, start.Add(c.duration))
+		defer cancel()
+	}
 	runErr := cli.Run("xdpgen", c.quiet, func() error {
 		return set.Go(ctx, func(ctx context.Context, q *mq.Queue) error {
 			g := gens[q.Index]
@@ -229,6 +293,9 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 			sum.NotCompleted += st.Descs - st.Completed
 		}
 		sum.Waits += g.waits
+		if g.rp != nil {
+			sum.Skipped, sum.Loops = g.rp.skipped, g.rp.loop
+		}
 		sum.Kicks += st.Kicks
 		if x, err := q.Sockets[0].Stats(); err == nil {
 			sum.TXInvalid += x.TXInvalidDescs

@@ -83,6 +83,13 @@
 //     the first one rotating, after a warm-up round) and the spread of
 //     each Go waiter's over C's, round by round. It measures the part of
 //     the NAPI deferral rows' cost per wake-up that is the wake-up itself.
+//  5. xdpgen's modes (genbench.go, -only gen): apps/xdpgen sends flat out
+//     (-rate max) for -seconds into a veth peer whose frames the harness's
+//     XDP counter counts, -runs times per row, pinned to CPU 1: plain UDP
+//     at 64 B (txpath's UDPFlow path), TCP SYNs (74 B) from the field
+//     engine over a random source port, and pcap replay of a file of 1000
+//     64-byte frames, looped. No C counterpart: the table gives Mpps
+//     counted at the peer, per run and their median.
 //
 // Every full run appends one line to history.jsonl (commit, date, CPU,
 // kernel, load average, the medians); the report ends with the spread

@@ -320,3 +320,15 @@ func TestWakeSplitReport(t *testing.T) {
 		t.Errorf("a fwd row in the wake-up table (a forwarder's wake-ups also serve its TX):\n%s", out)
 	}
 }
+
+// TestGenReport: the xdpgen table has one row per mode, with its flags,
+// median and runs.
+func TestGenReport(t *testing.T) {
+	var b strings.Builder
+	writeGen(&b, []GenCase{{Name: "tcp-syn 74 B", Args: []string{"-mode", "tcp-syn"}, Size: 74, Median: 1.5,
+		Runs: []GenRun{{Mpps: 1.4}, {Mpps: 1.5}, {Mpps: 1.6, Loss: 0.01}}}})
+	want := "| tcp-syn 74 B | `-mode tcp-syn` | 74 B | 1.500 | 1.400, 1.500, 1.600 | 1.00% |"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("report:\n%s\nwant a row %s", b.String(), want)
+	}
+}

@@ -19,7 +19,7 @@ import (
 	"time"
 )
 
-const defaultParts = "xdp,micro,deliver,grid,wake"
+const defaultParts = "xdp,micro,deliver,grid,wake,gen"
 
 // config is the command line.
 type config struct {
@@ -55,6 +55,8 @@ type Results struct {
 	Deliver *Deliver `json:"deliver,omitempty"`
 	// Wake is the wake-up cost comparison (wake.go).
 	Wake *Wake `json:"wake,omitempty"`
+	// Gen is xdpgen's modes, TX only (genbench.go).
+	Gen []GenCase `json:"xdpgen,omitempty"`
 
 	// Paired is csum's Go/C comparison in one process (paired.go).
 	Paired []PairedResult `json:"paired,omitempty"`
@@ -86,7 +88,7 @@ func main() {
 	flag.BoolVar(&c.quick, "quick", false, "run every case once, briefly (CI)")
 	flag.IntVar(&c.runs, "runs", 5, "measured runs of each AF_XDP case and implementation")
 	flag.IntVar(&c.seconds, "seconds", 2, "length of one AF_XDP run")
-	flag.StringVar(&c.only, "only", defaultParts, "parts to run: xdp, micro, deliver, grid, wake (comma-separated)")
+	flag.StringVar(&c.only, "only", defaultParts, "parts to run: xdp, micro, deliver, grid, wake, gen (comma-separated)")
 	flag.StringVar(&c.modes, "modes", defaultModes, "AF_XDP modes to run: txonly, rxdrop, fwd, l3fwd (comma-separated)")
 	match := flag.String("match", "", "run only the AF_XDP cases whose name (e.g. \"fwd 64 B at 100 kpps\") matches this regular expression")
 	flag.StringVar(&c.bin, "bin", "", "build the benchmark programs into this directory and keep them (default: a temporary one), e.g. for perf report")
@@ -250,6 +252,13 @@ func run(c *config) error {
 			return fmt.Errorf("AF_XDP: %w", err)
 		}
 		res.XDP = x
+	}
+	if slices.Contains(parts, "gen") {
+		g, err := runGen(ctx, c, bin)
+		res.Gen = g
+		if err != nil {
+			return fmt.Errorf("xdpgen: %w", err)
+		}
 	}
 	res.Elapsed = time.Since(start).Seconds()
 

@@ -113,6 +113,9 @@ func report(r *Results) string {
 	if r.Wake != nil {
 		writeWake(&b, r.Wake)
 	}
+	if r.Gen != nil {
+		writeGen(&b, r.Gen)
+	}
 	writeHistory(&b, r.History)
 	return b.String()
 }

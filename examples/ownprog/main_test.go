@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/netip"
@@ -106,24 +105,7 @@ func echo(t *testing.T, ns *vethns.NS, dst netip.AddrPort, n int) {
 	}
 	defer c.Close()
 	vethns.WaitEcho(t, c)
-	buf := make([]byte, 2048)
-	for i := 0; i < n; i++ {
-		req := make([]byte, 1+(i*97)%1400)
-		for j := range req {
-			req[j] = byte(i + j*7)
-		}
-		if _, err := c.Write(req); err != nil {
-			t.Fatal(err)
-		}
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		k, err := c.Read(buf)
-		if err != nil {
-			t.Fatalf("%v: reply %d (%d bytes): %v", dst, i, len(req), err)
-		}
-		if !bytes.Equal(buf[:k], req) {
-			t.Fatalf("%v: reply %d: %d bytes, not the %d sent", dst, i, k, len(req))
-		}
-	}
+	vethns.RoundTrips(t, c, n)
 }
 
 // TestOwnProgram runs the example on end A of a veth pair: datagrams to

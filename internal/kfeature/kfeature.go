@@ -36,6 +36,9 @@ var Features = []Feature{
 	{"XDP_UMEM_TX_METADATA_LEN", "6.11", ""},
 	{"NAPI deferral per NAPI instance", "6.13", "netdev_nl_napi_set_doit"},
 	{"XDP_MAX_TX_SKB_BUDGET", "6.17", "max_tx_budget"},
+	// A driver's: virtio_net's lives in its module, whose BTF is not
+	// vmlinux's.
+	{"AF_XDP zero-copy on virtio_net", "driver", ""},
 }
 
 // ByName returns the feature named name.

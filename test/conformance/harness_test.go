@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpkit/xdpkit/test/vethns"
@@ -29,54 +30,128 @@ type mode struct {
 	zc     bool
 }
 
-// modes are the modes every case runs in, as subtests.
+// modes are the modes every case runs in, as subtests. ZC runs only
+// where NIC pairs exist (zc_test.go).
 var modes = []mode{
 	{name: "SKB", attach: link.XDPGenericMode, bind: xsk.ModeCopy},
 	{name: "DRV", attach: link.XDPDriverMode, bind: xsk.ModeCopy},
+	{name: "ZC", attach: link.XDPDriverMode, bind: xsk.ModeZeroCopy, zc: true},
 }
 
-// devices are the two interfaces a case sends between, and the namespace
-// they are in (nil: the test's own).
+// devices are the two interfaces a case sends between, and the
+// namespace each is in.
 type devices struct {
-	ns     *vethns.NS
-	tx, rx string
-}
-
-// do runs f in the devices' namespace.
-func (d *devices) do(f func() error) error {
-	if d.ns == nil {
-		return f()
-	}
-	return d.ns.Do(f)
+	txNS, rxNS *vethns.NS
+	tx, rx     string
 }
 
 // newDevices returns the device pair for mode m: a fresh veth pair in a
-// fresh namespace, deleted when the test ends.
+// fresh namespace (SKB, DRV), or a NIC pair with each NIC in a fresh
+// namespace of its own (ZC), given back when the test ends.
 func newDevices(t *testing.T, m mode) *devices {
 	t.Helper()
 	vethns.Require(t)
-	ns := vethns.NewNS(t)
-	p := vethns.NewPair(t, ns, ns, nil)
-	d := &devices{ns: ns, tx: p.A.Name, rx: p.B.Name}
+	var d *devices
+	if m.zc {
+		a, b := vethns.NewNS(t), vethns.NewNS(t)
+		p := vethns.NewNICPair(t, a, b, nil)
+		d = &devices{txNS: a, rxNS: b, tx: p.A.Name, rx: p.B.Name}
+		// The cases' frames carry the kernel suite's own MAC
+		// addresses, which a NIC filters out unless promiscuous.
+		promisc(t, a, p.A.Name)
+		promisc(t, b, p.B.Name)
+	} else {
+		ns := vethns.NewNS(t)
+		p := vethns.NewPair(t, ns, ns, nil)
+		d = &devices{txNS: ns, rxNS: ns, tx: p.A.Name, rx: p.B.Name}
+	}
 	// Only the case's frames: no IPv6 neighbour or multicast listener
 	// traffic from the stack, which the programs would redirect too.
-	err := d.do(func() error {
-		for _, name := range []string{d.tx, d.rx} {
-			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0); err != nil {
-				return err
-			}
+	for _, e := range []struct {
+		ns   *vethns.NS
+		name string
+	}{{d.txNS, d.tx}, {d.rxNS, d.rx}} {
+		err := e.ns.Do(func() error {
+			return os.WriteFile("/proc/sys/net/ipv6/conf/"+e.name+"/disable_ipv6", []byte("1"), 0)
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	return d
 }
 
+// promisc turns promiscuous mode on for the test.
+func promisc(t *testing.T, ns *vethns.NS, name string) {
+	t.Helper()
+	set := func(on bool) error {
+		return ns.Do(func() error {
+			l, err := netlink.LinkByName(name)
+			if err != nil {
+				return err
+			}
+			if on {
+				return netlink.SetPromiscOn(l)
+			}
+			return netlink.SetPromiscOff(l)
+		})
+	}
+	if err := set(true); err != nil {
+		t.Fatalf("promiscuous mode on %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if err := set(false); err != nil {
+			t.Errorf("promiscuous mode off on %s: %v", name, err)
+		}
+	})
+}
+
 // forModes runs f once per mode, each on its own devices.
-func forModes(t *testing.T, f func(t *testing.T, tc *testSpec)) {
+func forModes(t *testing.T, f func(t *testing.T, tc *testSpec)) { runModes(t, nil, f) }
+
+// forModesMB runs a multi-buffer case (MTU 9000) once per mode; in ZC
+// only where the driver takes multi-buffer packets in zero-copy
+// (xdp_zc_max_segs above 1), as the kernel suite does.
+func forModesMB(t *testing.T, f func(t *testing.T, tc *testSpec)) {
+	runModes(t, func(z *zcCaps) string {
+		if z.maxSegs <= 1 {
+			return fmt.Sprintf("the kernel suite runs multi-buffer cases in zero-copy mode only where the driver takes more than one buffer per packet; %s takes %d", z.driver, max(z.maxSegs, 1))
+		}
+		return ""
+	}, f)
+}
+
+// forModesNoZC runs f in the copy modes only, for the reason why.
+func forModesNoZC(t *testing.T, why string, f func(t *testing.T, tc *testSpec)) {
+	runModes(t, func(*zcCaps) string { return why }, f)
+}
+
+// runModes runs f in SKB and DRV mode, and in ZC where a NIC pair
+// exists: there, where the driver has no zero-copy mode, the ZC subtest
+// checks the library's refusal and ends as not applicable; where
+// excludeZC gives a reason (the kernel suite leaves the case out of
+// zero-copy mode, or it cannot run there), there is no ZC subtest and
+// the test logs why.
+func runModes(t *testing.T, excludeZC func(*zcCaps) string, f func(t *testing.T, tc *testSpec)) {
 	for _, m := range modes {
+		if m.zc {
+			if vethns.NICPairs() == 0 {
+				continue // no NIC pair: no ZC subtest (TestZeroCopyMode)
+			}
+			z := probeZC(t)
+			if z.ok && excludeZC != nil {
+				if why := excludeZC(z); why != "" {
+					t.Logf("ZC: not run: %s", why)
+					continue
+				}
+			}
+			if !z.ok {
+				t.Run(m.name, func(t *testing.T) {
+					vethns.NotApplicable(t, zcFeature, z.why.Error())
+				})
+				continue
+			}
+		}
 		t.Run(m.name, func(t *testing.T) {
 			f(t, newSpec(t, m, newDevices(t, m)))
 		})
@@ -125,9 +200,26 @@ type stream struct {
 	nbRx     int
 	nbValid  int
 	verbatim bool
+
+	// The tail-adjust cases: a packet the program refused to grow is
+	// dropped (gaps: the receiver skips to the packet number it finds)
+	// or passed on unchanged, altLen bytes long; refused reads how many
+	// the program dropped, so that the receiver knows when it is done.
+	gaps      bool
+	altLen    uint32
+	refused   func() int
+	unchanged int // packets received altLen long
 }
 
-func (s *stream) reset() { s.cur, s.nbRx = 0, 0 }
+func (s *stream) reset() { s.cur, s.nbRx, s.unchanged = 0, 0, 0 }
+
+// dropped is how many packets the program dropped on purpose.
+func (s *stream) dropped() int {
+	if s.refused == nil {
+		return 0
+	}
+	return s.refused()
+}
 
 func genStream(n int, length uint32) *stream { return genStreamFrom(n, length, 0, 1) }
 
@@ -247,6 +339,7 @@ func (s *stream) nbFrags(frameSize uint32, p *pkt) int {
 
 // side is struct ifobject: one device's UMEM, sockets and settings.
 type side struct {
+	ns         *vethns.NS // the namespace the device is in
 	ifname     string
 	frameSize  uint32
 	numFrames  uint32
@@ -262,6 +355,7 @@ type side struct {
 	releaseRX  bool
 	useMeta    bool
 	checkCons  bool
+	txBudget   uint32 // xsk.Config.MaxTXBudget
 
 	u       *umem.UMEM
 	socks   []*xsk.Socket
@@ -302,11 +396,16 @@ type testSpec struct {
 	adjust    int32
 	nbSockets int
 	inFlight  atomic.Int64
-	fail      atomic.Bool
-	txDone    atomic.Bool
-	txDefault *stream
-	rxDefault *stream
-	setupDone bool
+	// heldByWire: in ZC, frames the receiver cannot take stay with the
+	// sending NIC (the QEMU hub holds them for a NIC without buffers):
+	// once the receiver is done, the sender stops waiting for them.
+	heldByWire bool
+	rxDone     atomic.Bool
+	fail       atomic.Bool
+	txDone     atomic.Bool
+	txDefault  *stream
+	rxDefault  *stream
+	setupDone  bool
 }
 
 func newSpec(t *testing.T, m mode, d *devices) *testSpec {
@@ -314,6 +413,7 @@ func newSpec(t *testing.T, m mode, d *devices) *testSpec {
 		txDefault: genStream(defaultPktCnt, minPktSize), rxDefault: genStream(defaultPktCnt, minPktSize)}
 	tc.tx = tc.newSide(d.tx, true)
 	tc.rx = tc.newSide(d.rx, false)
+	tc.tx.ns, tc.rx.ns = d.txNS, d.rxNS
 	t.Cleanup(tc.clean)
 	return tc
 }
@@ -376,27 +476,27 @@ func (tc *testSpec) clean() {
 // setup is thread_common_ops for both sides: MTU, programs, UMEMs,
 // sockets, Fill rings, XSKMAPs.
 func (tc *testSpec) setup() error {
-	return tc.d.do(func() error {
-		if tc.mtu != tc.curMTU {
-			for _, s := range []*side{tc.tx, tc.rx} {
-				if err := xsk.SetMTU(s.ifname, tc.mtu); err != nil {
-					return err
-				}
-			}
-			tc.curMTU = tc.mtu
-		}
-		for _, s := range []*side{tc.rx, tc.tx} {
-			if err := tc.setupSide(s); err != nil {
-				return fmt.Errorf("%s: %w", s.ifname, err)
+	if tc.mtu != tc.curMTU {
+		for _, s := range []*side{tc.tx, tc.rx} {
+			if err := s.ns.Do(func() error { return xsk.SetMTU(s.ifname, tc.mtu) }); err != nil {
+				return err
 			}
 		}
-		tc.setupDone = true
-		return nil
-	})
+		tc.curMTU = tc.mtu
+	}
+	for _, s := range []*side{tc.rx, tc.tx} {
+		if err := s.ns.Do(func() error { return tc.setupSide(s) }); err != nil {
+			return fmt.Errorf("%s: %w", s.ifname, err)
+		}
+	}
+	tc.setupDone = true
+	return nil
 }
 
 func (tc *testSpec) setupSide(s *side) error {
-	if s.rxOn {
+	// The kernel suite attaches its program to both devices; in copy
+	// mode the sending side needs none, zero-copy drivers may.
+	if s.rxOn || tc.m.zc {
 		p, err := loadProg(tc.prog, tc.adjust, tc.prog != progSharedUMEM)
 		if err != nil {
 			return err
@@ -435,13 +535,17 @@ func (tc *testSpec) setupSide(s *side) error {
 		rxSize = s.fillSize
 	}
 	cfg := &xsk.Config{RXSize: rxSize, TXSize: txSize, FillSize: fill, CompletionSize: comp,
-		NoRX: !s.rxOn, NoTX: !s.txOn, Mode: tc.m.bind, MultiBuffer: tc.mtu > maxEthPktSize}
+		NoRX: !s.rxOn, NoTX: !s.txOn, Mode: tc.m.bind, MultiBuffer: tc.mtu > maxEthPktSize,
+		MaxTXBudget: s.txBudget}
 	for i := 0; i < tc.nbSockets; i++ {
 		var sock *xsk.Socket
 		if i == 0 {
 			sock, err = xsk.New(s.ifname, 0, u, cfg)
 		} else {
 			sock, err = xsk.NewShared(s.socks[0], cfg)
+		}
+		if err != nil && cfg.MultiBuffer && !tc.m.zc && errors.Is(err, xsk.ErrNotSupported) {
+			return &notApplicable{feature: "AF_XDP multi-buffer", err: err}
 		}
 		if err != nil {
 			return err
@@ -527,11 +631,35 @@ func (tc *testSpec) traffic(tx, rx *side) error {
 	var wg sync.WaitGroup
 	var rxErr, txErr error
 	wg.Add(2)
-	go func() { defer wg.Done(); rxErr = tc.receive(rx, tx) }()
+	tc.rxDone.Store(false)
+	go func() { defer wg.Done(); rxErr = tc.receive(rx, tx); tc.rxDone.Store(true) }()
 	tc.txDone.Store(false)
 	go func() { defer wg.Done(); txErr = tc.send(tx); tc.txDone.Store(true) }()
 	wg.Wait()
 	if err := errors.Join(txErr, rxErr); err != nil {
+		// What the kernel counted, to tell a drop from a stall.
+		for _, s := range []*side{tx, rx} {
+			for i, sock := range s.socks {
+				if st, e := sock.Stats(); e == nil {
+					err = fmt.Errorf("%w\n%s socket %d: %+v", err, s.ifname, i, st)
+				}
+			}
+			if tc.m.zc {
+				_ = s.ns.Do(func() error {
+					l, e := netlink.LinkByName(s.ifname)
+					if e == nil && l.Attrs().Statistics != nil {
+						st := l.Attrs().Statistics
+						nh, e := rxNoHandler(l.Attrs().Index)
+						if e != nil {
+							nh = 0
+						}
+						err = fmt.Errorf("%w\n%s: rx %d packets, %d dropped, %d errors, %d to the stack without a handler; tx %d packets, %d dropped, %d errors",
+							err, s.ifname, st.RxPackets, st.RxDropped, st.RxErrors, nh, st.TxPackets, st.TxDropped, st.TxErrors)
+					}
+					return nil
+				})
+			}
+		}
 		return err
 	}
 	if tx.valid != nil {
@@ -719,7 +847,14 @@ func (tc *testSpec) kickTX(s *side, sock *xsk.Socket) error {
 		return tc.failf("kick TX: %w", err)
 	}
 	if delta := ready - sock.TX().Pending(); ready > maxTXBudget && delta != maxTXBudget {
-		return tc.failf("one sendto consumed %d of %d TX descriptors, want the budget, %d", delta, ready, maxTXBudget)
+		err := tc.failf("one sendto consumed %d of %d TX descriptors, want the budget, %d", delta, ready, maxTXBudget)
+		if f := sock.Features(); delta == 0 && f.NoTXBudget {
+			// Before the TX budget rework that brought
+			// XDP_MAX_TX_SKB_BUDGET, a sendto that stops at the budget
+			// leaves the consumer index unpublished.
+			return &notApplicable{feature: "XDP_MAX_TX_SKB_BUDGET", err: fmt.Errorf("%w (%s)", err, f)}
+		}
+		return err
 	}
 	return nil
 }
@@ -761,6 +896,10 @@ func completionKey(addr uint64) uint64 { return addr &^ 1 }
 
 func (tc *testSpec) waitCompletion(s *side, sock *xsk.Socket) error {
 	for end := time.Now().Add(deadline); s.out > 0; {
+		if tc.heldByWire && tc.rxDone.Load() {
+			tc.t.Logf("ZC: %d frames held by the wire after the receiver was done", s.out)
+			return nil
+		}
 		if time.Now().After(end) {
 			return tc.failf("send: %d frames never completed", s.out)
 		}
@@ -816,7 +955,7 @@ func (tc *testSpec) progress(s *side) string {
 
 func (tc *testSpec) allReceived(s *side) bool {
 	for i := 0; i < tc.nbSockets; i++ {
-		if st := s.streams[i]; st != nil && st.nbRx != st.nbValid {
+		if st := s.streams[i]; st != nil && st.nbRx+st.dropped() != st.nbValid {
 			return false
 		}
 	}
@@ -873,6 +1012,16 @@ func (tc *testSpec) receiveBatch(s *side, si int, rs *rxState) error {
 			if p = st.nextRX(&sent); p == nil {
 				return tc.failf("received too many packets: addr %#x len %d", addr, d.Len)
 			}
+			if st.gaps && d.Len >= pktHdrSize+4 {
+				// Skip the packets the program dropped: the next one
+				// is the one whose number this packet carries.
+				nb := binary.BigEndian.Uint32(s.u.Bytes()[addr+pktHdrSize:]) >> 16
+				for p.nb < nb {
+					if p = st.nextRX(&sent); p == nil {
+						return tc.failf("packet number %d is not in the stream", nb)
+					}
+				}
+			}
 		}
 		if err := tc.fragValid(s, addr, d.Len, p.nb, pktLen); err != nil {
 			return err
@@ -892,7 +1041,10 @@ func (tc *testSpec) receiveBatch(s *side, si int, rs *rxState) error {
 			continue
 		}
 		if pktLen != p.len {
-			return tc.failf("packet %d: length %d, want %d", p.nb, pktLen, p.len)
+			if st.altLen == 0 || pktLen != st.altLen {
+				return tc.failf("packet %d: length %d, want %d", p.nb, pktLen, p.len)
+			}
+			st.unchanged++
 		}
 		st.nbRx++
 		nbFrags, pktLen = 0, 0
@@ -976,13 +1128,11 @@ func stats(s *side) (xsk.Stats, error) {
 
 // setupOnly sets up the side s alone (the single-thread cases).
 func (tc *testSpec) setupOnly(s *side) error {
-	return tc.d.do(func() error {
-		if err := tc.setupSide(s); err != nil {
-			return err
-		}
-		tc.setupDone = true
-		return nil
-	})
+	if err := s.ns.Do(func() error { return tc.setupSide(s) }); err != nil {
+		return err
+	}
+	tc.setupDone = true
+	return nil
 }
 
 // needHugePages makes sure n free 2 MiB huge pages exist, raising

@@ -24,6 +24,15 @@ const (
 	progAdjustTail                 // xsk_xdp_adjust_tail: bpf_xdp_adjust_tail(adjust) and, grown, the last word
 )
 
+// The entries of the count map: the program's own counter, and what
+// progAdjustTail counts of the packets bpf_xdp_adjust_tail refused.
+const (
+	countPackets     = 0 // progDropHalf, progMetadata: packets seen
+	countRefused     = 1 // progAdjustTail: refused for lack of room (-EINVAL), dropped
+	countUnsupported = 2 // progAdjustTail: refused, -EOPNOTSUPP, passed on unchanged
+	countEntries     = 3
+)
+
 const (
 	xdpDrop     = 1
 	xdpInfoSize = 32 // struct xdp_info: a __u64 count, aligned to 32
@@ -53,7 +62,7 @@ func loadProg(kind progKind, adjust int32, frags bool) (*progs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("XSKMAP: %w", err)
 	}
-	count, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1})
+	count, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: countEntries})
 	if err != nil {
 		xsks.Close()
 		return nil, fmt.Errorf("count map: %w", err)
@@ -83,11 +92,11 @@ func redirect(xsks *ebpf.Map) asm.Instructions {
 	}
 }
 
-// counter loads the address of count[0] into R0 (R6 keeps the context);
-// the program drops the packet when the lookup fails.
-func counter(count *ebpf.Map) asm.Instructions {
+// counter loads the address of count[key] into R0 (R6 keeps the
+// context); the program drops the packet when the lookup fails.
+func counter(count *ebpf.Map, key int32) asm.Instructions {
 	return asm.Instructions{
-		asm.StoreImm(asm.R10, -4, 0, asm.Word),
+		asm.StoreImm(asm.R10, -4, int64(key), asm.Word),
 		asm.LoadMapPtr(asm.R1, count.FD()),
 		asm.Mov.Reg(asm.R2, asm.R10),
 		asm.Add.Imm(asm.R2, -4),
@@ -106,7 +115,7 @@ func instructions(kind progKind, adjust int32, xsks, count *ebpf.Map) asm.Instru
 		in = append(in, redirect(xsks)...)
 	case progDropHalf:
 		// if (idx++ % 2) return XDP_DROP;
-		in = append(in, counter(count)...)
+		in = append(in, counter(count, countPackets)...)
 		in = append(in,
 			asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
 			asm.Mov.Reg(asm.R2, asm.R1),
@@ -125,7 +134,7 @@ func instructions(kind progKind, adjust int32, xsks, count *ebpf.Map) asm.Instru
 			asm.FnXdpAdjustMeta.Call(),
 			asm.JNE.Imm(asm.R0, 0, "drop"),
 		)
-		in = append(in, counter(count)...)
+		in = append(in, counter(count, countPackets)...)
 		in = append(in,
 			asm.LoadMem(asm.R7, asm.R6, 8, asm.Word), // data_meta
 			asm.LoadMem(asm.R8, asm.R6, 0, asm.Word), // data
@@ -152,9 +161,12 @@ func instructions(kind progKind, adjust int32, xsks, count *ebpf.Map) asm.Instru
 		)
 		in = append(in, redirect(xsks)...)
 	case progAdjustTail:
-		// len = bpf_xdp_get_buff_len(xdp); bpf_xdp_adjust_tail(xdp, adjust);
-		// grown: the packet's last word gets the sequence number the
-		// receiver expects there.
+		// len = bpf_xdp_get_buff_len(xdp);
+		// ret = bpf_xdp_adjust_tail(xdp, adjust);
+		// -EOPNOTSUPP: counted, passed on unchanged (the kernel suite's
+		// program does the same and then skips the case); any other
+		// refusal: counted, dropped. Grown: the last word gets the
+		// sequence number the receiver expects there.
 		in = append(in,
 			asm.Mov.Reg(asm.R1, asm.R6),
 			asm.FnXdpGetBuffLen.Call(),
@@ -163,8 +175,22 @@ func instructions(kind progKind, adjust int32, xsks, count *ebpf.Map) asm.Instru
 			asm.Mov.Reg(asm.R1, asm.R6),
 			asm.Mov.Imm(asm.R2, adjust),
 			asm.FnXdpAdjustTail.Call(),
-			asm.JNE.Imm(asm.R0, 0, "drop"),
-			asm.Mov.Reg(asm.R1, asm.R6),
+			asm.JEq.Imm(asm.R0, 0, "adjusted"),
+			asm.Mov.Imm(asm.R8, countRefused),
+			asm.JNE.Imm(asm.R0, -int32(unix.EOPNOTSUPP), "refused"),
+			asm.Mov.Imm(asm.R8, countUnsupported),
+			// count[R8]++, then drop (R8 == countRefused) or pass on.
+			asm.StoreMem(asm.R10, -4, asm.R8, asm.Word).WithSymbol("refused"),
+			asm.LoadMapPtr(asm.R1, count.FD()),
+			asm.Mov.Reg(asm.R2, asm.R10),
+			asm.Add.Imm(asm.R2, -4),
+			asm.FnMapLookupElem.Call(),
+			asm.JEq.Imm(asm.R0, 0, "drop"),
+			asm.Mov.Imm(asm.R1, 1),
+			asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
+			asm.JEq.Imm(asm.R8, countRefused, "drop"),
+			asm.Ja.Label("pass"),
+			asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("adjusted"),
 			asm.FnXdpGetBuffLen.Call(),
 			asm.Mov.Reg(asm.R8, asm.R7),
 			asm.Add.Imm(asm.R8, adjust),
@@ -190,7 +216,7 @@ func instructions(kind progKind, adjust int32, xsks, count *ebpf.Map) asm.Instru
 				asm.JNE.Imm(asm.R0, 0, "drop"),
 			)
 		}
-		in = append(in, asm.Mov.Imm(asm.R2, 0))
+		in = append(in, asm.Mov.Imm(asm.R2, 0).WithSymbol("pass"))
 		in = append(in, redirect(xsks)...)
 	}
 	if kind == progDefault {

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"bytes"
 	"net"
 	"os"
 	"strconv"
@@ -39,4 +40,20 @@ func readUint(path string) (uint64, error) {
 		return 0, err
 	}
 	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 32)
+}
+
+// drainsAfterInvalid reports whether the kernel drops, in copy mode, the
+// TX descriptors that follow a dropped multi-buffer packet up to that
+// packet's end (the first descriptor without XDP_PKT_CONTD) when the
+// descriptor it was dropped at has XDP_PKT_CONTD set. Kernels that do
+// have the field drain_cont in struct xdp_sock, which their BTF names;
+// the others start a new packet at the next descriptor, as the kernel
+// suite expects.
+func drainsAfterInvalid(t *testing.T) bool {
+	t.Helper()
+	b, err := os.ReadFile("/sys/kernel/btf/vmlinux")
+	if err != nil {
+		t.Fatalf("the kernel's BTF: %v", err)
+	}
+	return bytes.Contains(b, []byte("\x00drain_cont\x00"))
 }

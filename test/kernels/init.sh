@@ -42,6 +42,7 @@ else
 fi
 export CI=true XDPKIT_APPS_BIN=/xdpkit/apps HOME=/tmp TMPDIR=/tmp
 run=$(cat /xdpkit/run)
+count=$(cat /xdpkit/count 2>/dev/null || true)
 say "=== KERNEL $(uname -r) nproc $(busybox nproc) nics ${XDPKIT_NIC_PAIRS:-none}, without iommu_platform ${XDPKIT_NIC_NOIOMMU:-none}"
 for t in /xdpkit/*.test; do
 	n=$(basename "$t" .test)
@@ -53,9 +54,9 @@ for t in /xdpkit/*.test; do
 	mkdir -p "$d"
 	say "=== PKG $n"
 	if [ -n "$run" ]; then
-		(cd "$d" && "$t" -test.v -test.count=1 -test.timeout=20m -test.run "$run") >$out 2>&1
+		(cd "$d" && "$t" -test.v -test.count="${count:-1}" -test.timeout=20m -test.run "$run") >$out 2>&1
 	else
-		(cd "$d" && "$t" -test.v -test.count=1 -test.timeout=20m) >$out 2>&1
+		(cd "$d" && "$t" -test.v -test.count="${count:-1}" -test.timeout=20m) >$out 2>&1
 	fi
 	say "=== EXIT $n $?"
 done

@@ -28,6 +28,7 @@ CACHE=${KERNELS_CACHE:-/var/cache/xdpkit-kernels}
 GUEST_MEM=${GUEST_MEM:-3G}
 GUEST_TIMEOUT=${GUEST_TIMEOUT:-2400} # seconds per boot
 RUN=${RUN:-}                          # -test.run for every binary (empty: all)
+COUNT=${COUNT:-1}                     # -test.count for every binary
 GO=${GO:-go}
 out=${KERNELS_OUT:-$top/test/kernels/out}
 mkdir -p "$CACHE" "$out"
@@ -35,7 +36,7 @@ mkdir -p "$CACHE" "$out"
 # The library's packages whose tests touch the kernel, and the apps'.
 # csum, nt, pkt, internal/pkt and internal/asmtest compute on bytes only;
 # they run in make test and are left out here.
-LIBPKGS=${LIBPKGS-"umem xsk txpath rxpath mq test/vethns internal/caps internal/netdev internal/seccomp internal/xdpprog examples/ownprog examples/udpecho"}
+LIBPKGS=${LIBPKGS-"umem xsk txpath rxpath mq test/vethns test/conformance internal/caps internal/netdev internal/seccomp internal/xdpprog examples/ownprog examples/udpecho"}
 APPPKGS=${APPPKGS-". xdpfwd xdprecv xdpdoctor internal/nexthop"}
 
 need=()
@@ -191,6 +192,7 @@ initramfs() { # release root -> prints path
 	done
 	cp README.md "$ir/src/" # tests that read README's tables
 	echo "$RUN" >"$ir/xdpkit/run"
+	echo "$COUNT" >"$ir/xdpkit/count"
 	cp test/kernels/init.sh "$ir/init"
 	chmod +x "$ir/init"
 	(cd "$ir" && find . | cpio -o -H newc --quiet | gzip -1) >"$img"
@@ -337,9 +339,16 @@ done
 [ "$bootfail" = 0 ] || fail=1
 for k in $KERNELS; do
 	grep -q '^=== DONE' "$out/$k.log" 2>/dev/null || { echo "kernels: $k did not finish (see $out/$k.log, $out/$k.console)"; fail=1; }
-	grep -h -B2 -A20 '^ *--- FAIL' "$out/$k.log" 2>/dev/null | head -80 | sed "s/^/$k: /" || true
+	# go test -v prints what a test logged before its "--- FAIL" line.
+	grep -h -B15 -A2 '^ *--- FAIL' "$out/$k.log" 2>/dev/null | head -150 | sed "s/^/$k: /" || true
 done
 echo "kernels: $(($(date +%s) - start)) s in all"
+# The failed tests last, where the end of a CI log shows them.
+for k in $KERNELS; do
+	awk -v k="$k" '$1=="===" && $2=="PKG" {pkg=$3}
+		/^ *--- FAIL: / {sub(/^ *--- FAIL: /, ""); printf "kernels: FAIL on %s: %s %s\n", k, pkg, $1}
+		/^panic: / {printf "kernels: PANIC on %s: %s\n", k, pkg}' "$out/$k.log" 2>/dev/null || true
+done
 # Every test and subtest of every run, in the plain form CI reads.
 for k in $KERNELS; do cat "$out/$k.log" 2>/dev/null || true; done | awk -v bad="$fail" '
 	/^ *--- PASS/ {p++} /^ *--- FAIL/ {f++} /^ *--- SKIP/ {s++}

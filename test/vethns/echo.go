@@ -31,3 +31,46 @@ func WaitEcho(tb testing.TB, c *net.UDPConn) {
 	}
 	tb.Fatal("the echo server did not answer in 5 s")
 }
+
+// RoundTrips sends n datagrams on c, connected to an echo server, one at
+// a time: datagram i has 1+(i*97)%1400 bytes of a pattern that depends on
+// i. tb fails unless each comes back byte-exact within 10 s.
+func RoundTrips(tb testing.TB, c *net.UDPConn, n int) {
+	tb.Helper()
+	req := make([]byte, 1400)
+	buf := make([]byte, 2048)
+	for i := 0; i < n; i++ {
+		req = req[:1+(i*97)%1400]
+		for j := range req {
+			req[j] = byte(i + j*7)
+		}
+		if _, err := c.Write(req); err != nil {
+			tb.Fatalf("%v: request %d: %v", c.RemoteAddr(), i, err)
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		m, err := c.Read(buf)
+		if err != nil {
+			tb.Fatalf("%v: reply %d (%d bytes): %v", c.RemoteAddr(), i, len(req), err)
+		}
+		if !bytes.Equal(buf[:m], req) {
+			tb.Fatalf("%v: reply %d: %d bytes, not the %d sent", c.RemoteAddr(), i, m, len(req))
+		}
+	}
+	c.SetReadDeadline(time.Time{})
+}
+
+// ChecksumCounters are the counters ([NS.Counters]) of a receiving
+// kernel that a datagram with a wrong checksum or a malformed header
+// moves.
+var ChecksumCounters = []string{"Udp:InCsumErrors", "Udp6:InCsumErrors", "Ip:InHdrErrors", "Udp:InErrors", "Udp6:InErrors"}
+
+// SameCounters fails tb (without stopping it) for each of keys whose
+// value differs between before and after, naming who counted.
+func SameCounters(tb testing.TB, who string, before, after map[string]int64, keys []string) {
+	tb.Helper()
+	for _, k := range keys {
+		if after[k] != before[k] {
+			tb.Errorf("%s's %s went from %d to %d", who, k, before[k], after[k])
+		}
+	}
+}

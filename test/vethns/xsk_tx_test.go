@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/xdpkit/xdpkit/test/vethns"
 	"github.com/xdpkit/xdpkit/umem"
 	"github.com/xdpkit/xdpkit/xsk"
+	"golang.org/x/sys/unix"
 )
 
 // txFrames sends n UDP datagrams from sock to dst, keeping at most window
@@ -145,6 +147,11 @@ func runTX(t *testing.T, a, b *vethns.NS, p *vethns.Pair, family string, zc bool
 			return fmt.Errorf("zero-copy %v, but %d frames stocked on the Fill ring", zc, stocked)
 		}
 		buf := make([]byte, 2048)
+		restore, err := pinThread()
+		if err != nil {
+			return err
+		}
+		defer restore()
 		// At most p.InFlight(): fewer than the receiving end
 		// queues (veth's backlog, and 256 when XDP runs there).
 		err = txFrames(sock, n, p.InFlight(), &acked, func(f []byte, seq int) int {
@@ -195,6 +202,32 @@ func runTX(t *testing.T, a, b *vethns.NS, p *vethns.Pair, family string, zc bool
 	if acct.Free != acct.Total-stocked || acct.Fill != stocked {
 		t.Fatalf("frames leaked: %s (%d stocked)", acct, stocked)
 	}
+}
+
+// pinThread binds the calling thread, locked to its goroutine, to one
+// CPU of those it may run on, and returns what gives it back its CPU
+// set. A copy-mode AF_XDP socket transmits in the sendto of the thread
+// that kicks it, and veth hands a frame for a peer without XDP to the
+// backlog of the sending CPU (netif_rx): frames sent from two CPUs can
+// arrive out of order, which no kernel promises (emulated guests, whose
+// threads move between CPUs often, showed it). From one CPU they arrive
+// in order.
+func pinThread() (func(), error) {
+	var all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		return nil, os.NewSyscallError("sched_getaffinity", err)
+	}
+	var one unix.CPUSet
+	for cpu := 0; cpu < len(all)*64; cpu++ {
+		if all.IsSet(cpu) {
+			one.Set(cpu)
+			break
+		}
+	}
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		return nil, os.NewSyscallError("sched_setaffinity", err)
+	}
+	return func() { unix.SchedSetaffinity(0, &all) }, nil
 }
 
 // payload fills b with a datagram for seq: the sequence number, then a

@@ -1,7 +1,6 @@
 package vethns_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -298,38 +297,14 @@ func runEcho(t *testing.T, a, b *vethns.NS, p *vethns.Pair, zc bool) {
 			t.Fatal(err)
 		}
 		vethns.WaitEcho(t, c)
-		buf := make([]byte, 2048)
-		for i := 0; i < 1000; i++ {
-			req := make([]byte, 1+(i*97)%1400)
-			for j := range req {
-				req[j] = byte(i + j*7)
-			}
-			if _, err := c.Write(req); err != nil {
-				c.Close()
-				t.Fatal(err)
-			}
-			c.SetReadDeadline(time.Now().Add(10 * time.Second))
-			n, err := c.Read(buf)
-			if err != nil {
-				c.Close()
-				t.Fatalf("%v: reply %d (%d bytes): %v", dst, i, len(req), err)
-			}
-			if !bytes.Equal(buf[:n], req) {
-				c.Close()
-				t.Fatalf("%v: reply %d: %d bytes, not the %d sent", dst, i, n, len(req))
-			}
-		}
+		vethns.RoundTrips(t, c, 1000)
 		c.Close()
 	}
 	after, err := b.Counters()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"Udp:InCsumErrors", "Udp6:InCsumErrors", "Ip:InHdrErrors", "Udp:InErrors", "Udp6:InErrors"} {
-		if after[k] != before[k] {
-			t.Errorf("client's %s went from %d to %d", k, before[k], after[k])
-		}
-	}
+	vethns.SameCounters(t, "client", before, after, vethns.ChecksumCounters)
 }
 
 // runSharedNICs: one UMEM, a socket on the A end of each pair (the second
