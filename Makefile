@@ -9,7 +9,7 @@ STATICCHECK_VERSION ?= v0.6.1
 TESTFLAGS   ?=
 export GOTOOLCHAIN ?= local
 
-.PHONY: all build apps test kernels stress-test fuzz lint demo demo-mq soak bench bench-quick bench-render dnsbench clean
+.PHONY: all build apps test kernels stress-test fuzz lint demo demo-mq soak ndr bench bench-quick bench-render dnsbench clean
 
 # The Go modules of the repository. The root one is the library; apps/
 # (the programs, with client_golang for their metrics), metrics/promxdp
@@ -25,9 +25,9 @@ all: build
 build:
 	@set -e; for m in $(MODULES); do echo "build, vet: $$m"; (cd $$m && $(GO) build -o /dev/null ./... && $(GO) vet ./...); done
 
-## apps: xdpfwd, xdpgen, xdprecv and xdpdemo built into the repository's
+## apps: xdpfwd, xdpgen, xdprecv, xdpdemo and xdpndr built into the repository's
 ## top directory (where .gitignore ignores them).
-APPS := xdpgen xdpfwd xdprecv xdpdemo
+APPS := xdpgen xdpfwd xdprecv xdpdemo xdpndr
 apps:
 	cd apps && $(GO) build -o $(CURDIR)/ $(addprefix ./,$(APPS))
 
@@ -131,6 +131,17 @@ soak:
 	@d=$$(mktemp -d /tmp/xdpkit-soak.XXXXXX) && trap 'rm -rf "$$d"' EXIT INT TERM && \
 	(cd apps && $(GO) build -o "$$d/" $(addprefix ./,$(APPS))) && \
 	"$$d/xdpdemo" -soak -duration $(SOAK) -flap $(FLAP) -quiet
+
+## ndr: xdpndr's search for the highest rate xdpfwd forwards without loss
+## (the NDR) on the demo's topology, gen-ns -> xdpfwd -> recv-ns, which
+## xdpndr creates with unique names and removes, also on failure: each
+## trial and the result as JSON lines. NDRFLAGS adds xdpndr flags, e.g.
+## NDRFLAGS="-loss 0.5 -trial 5s -resolution 1%" for a PDR. Root.
+NDRFLAGS ?=
+ndr:
+	@d=$$(mktemp -d /tmp/xdpkit-ndr.XXXXXX) && trap 'rm -rf "$$d"' EXIT INT TERM && \
+	(cd apps && $(GO) build -o "$$d/" ./xdpgen ./xdpfwd ./xdprecv ./xdpndr) && \
+	"$$d/xdpndr" -topo $(NDRFLAGS)
 
 ## dnsbench: examples/dnsserver over the kernel's UDP socket and over
 ## xdpnet, alternating DNSRUNS times, with dnsperf in the peer namespace:

@@ -19,6 +19,19 @@
 // usual (with IP forwarding on, the kernel routes ICMP itself). Every
 // packet the forwarder does not send on is counted by reason.
 //
+// -max-pps caps the forwarding rate (police.go): a token bucket of
+// -max-burst packets (default 50 ms at the rate, at least 64) lets at
+// most that many packets a second through, shared out among the queues,
+// and drops the rest (the summary's Policed). It makes a bottleneck of
+// known rate, which xdpndr's test finds. The bucket is refilled by each
+// packet's arrival time, the XDP program's clock in its RX metadata
+// (rxpath.Packet.XDPTime), so packets that waited on the RX ring while the
+// forwarder was descheduled are not taken for a burst; without metadata
+// (the ready message says), by the time of the poll round. A sender's
+// burst (a generator catching up after a stall) must fit in the bucket,
+// and a run of T seconds at a rate above -max-pps loses nothing until its
+// excess passes -max-burst (-max-burst / T above the rate).
+//
 // Kernel: Linux 6.6 or later (AF_XDP with need_wakeup and bpf_link XDP
 // attach; 6.8+ for TX metadata, which xdpfwd does not need), root or
 // CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF and CAP_IPC_LOCK. veth works in

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/xdpkit/xdpkit/apps/internal/nexthop"
+	"github.com/xdpkit/xdpkit/apps/internal/payload"
 	"github.com/xdpkit/xdpkit/csum"
 	"github.com/xdpkit/xdpkit/internal/pkt"
 	"github.com/xdpkit/xdpkit/rxpath"
@@ -58,12 +59,13 @@ type counters struct {
 	noRoute, noNeighbour, notRoutable      atomic.Uint64
 	notIP, parseErrors, txFull, noRoomICMP atomic.Uint64
 	icmpTXFull, partialFinished            atomic.Uint64
+	policed                                atomic.Uint64 // dropped by -max-pps
 	_                                      cpu.CacheLinePad
 }
 
 func (c *counters) drops() uint64 {
 	return c.ttlExpired.Load() + c.noRoute.Load() + c.noNeighbour.Load() + c.notRoutable.Load() +
-		c.notIP.Load() + c.parseErrors.Load() + c.txFull.Load()
+		c.notIP.Load() + c.parseErrors.Load() + c.txFull.Load() + c.policed.Load()
 }
 
 type forwarder struct {
@@ -89,12 +91,35 @@ type forwarder struct {
 	now    int64
 	hasNow bool
 
+	// police is -max-pps (nil: no limit).
+	police   *policer
+	policed  bool  // roundTAI read this round
+	roundTAI int64 // CLOCK_TAI at the round's first packet without metadata
+
 	c counters
 }
 
 // Receive handles one packet on the poller's goroutine; it allocates
 // nothing.
 func (f *forwarder) Receive(p *rxpath.Packet) {
+	if f.police != nil {
+		// The bucket is refilled by arrival time, the XDP program's
+		// clock in the packet's metadata, so that packets that waited
+		// on the RX ring while the forwarder was descheduled are not
+		// taken for a burst; without metadata, by the round's time.
+		ts, ok := p.XDPTime()
+		if !ok {
+			if !f.policed {
+				f.roundTAI, f.policed = payload.TAINow(), true
+			}
+			ts = f.roundTAI
+		}
+		f.police.refill(ts)
+		if !f.police.allow() {
+			f.c.policed.Add(1) // the frame goes back to the Fill ring
+			return
+		}
+	}
 	in := f.ports[p.Index]
 	f.handle(p, in)
 	if f.pending >= f.batch {
@@ -180,7 +205,7 @@ func (f *forwarder) EndRound() {
 	if f.pending > 0 {
 		f.flush()
 	}
-	f.hasNow = false
+	f.hasNow, f.policed = false, false
 	if !f.started {
 		f.started = true
 		if f.ready != nil {

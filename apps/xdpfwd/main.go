@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,7 +15,7 @@ import (
 const usage = `xdpfwd: forward packets between interfaces through AF_XDP, without copying payload.
 
 Usage: xdpfwd -i IFACE [-o IFACE] [-mode l3|l2] [-dst-mac MAC] [-q N | -queues N|LIST] [-cpus LIST|none]
-              [-duration D] [-metrics 127.0.0.1:PORT] [-coalesce D] [-thread]`
+              [-duration D] [-metrics 127.0.0.1:PORT] [-coalesce D] [-thread] [-max-pps PPS [-max-burst N]]`
 
 type config struct {
 	in, out   string
@@ -34,6 +36,9 @@ type config struct {
 	quiet     bool
 	coalesce  time.Duration
 	thread    bool
+	maxPPSS   string
+	maxPPS    float64 // 0: no limit
+	maxBurst  float64
 	dstMACVal [6]byte
 }
 
@@ -58,6 +63,8 @@ func main() {
 	fs.BoolVar(&c.quiet, "quiet", false, "no status line per second")
 	fs.DurationVar(&c.coalesce, "coalesce", 0, "the receive poller's nap timer while packets flow (rxpath.Config.Coalesce): 0 its default (4 sleep costs, at most 800µs; a packet may wait that long), negative never nap")
 	fs.BoolVar(&c.thread, "thread", false, "while packets flow, the receive poller sleeps in ppoll on its own thread instead of in the Go runtime's poller (rxpath.Config.Thread): less CPU per wake-up, a thread and a P held meanwhile")
+	fs.StringVar(&c.maxPPSS, "max-pps", "", "forward at most this many packets/s (10k, 1M), dropping the rest (a token bucket; a known bottleneck for tests and xdpndr)")
+	fs.Float64Var(&c.maxBurst, "max-burst", 0, "with -max-pps: the bucket's size in packets (0: 50ms at -max-pps, at least 64): the stall of the forwarder it rides out, and the excess it lets through")
 	app.Parse(os.Args[1:])
 
 	if _, err := cli.CheckInterface(c.in); err != nil {
@@ -106,6 +113,19 @@ func main() {
 	if c.icmpRate < 0 {
 		app.Fail("-icmp-rate %d: must be >= 0", c.icmpRate)
 	}
+	if c.maxPPSS != "" {
+		v, err := parseRate(c.maxPPSS)
+		if err != nil {
+			app.Fail("-max-pps %v", err)
+		}
+		c.maxPPS = v
+		if c.maxBurst == 0 {
+			c.maxBurst = max(64, v/20)
+		}
+	}
+	if c.maxBurst < 0 || c.maxBurst > 0 && c.maxPPS == 0 {
+		app.Fail("-max-burst %v: goes with -max-pps, at least 1", c.maxBurst)
+	}
 	if err := cli.CheckMetricsAddr(c.metrics); err != nil {
 		app.Fail("%v", err)
 	}
@@ -127,4 +147,21 @@ func main() {
 	if !sum.AccountingOK {
 		app.Fatal(fmt.Errorf("UMEM accounting: %s", sum.Accounting))
 	}
+}
+
+// parseRate parses a rate in packets/s: 10000, 10k, 1.5M.
+func parseRate(s string) (float64, error) {
+	v := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(s)), "pps")
+	mult := 1.0
+	switch {
+	case strings.HasSuffix(v, "k"):
+		v, mult = strings.TrimSuffix(v, "k"), 1e3
+	case strings.HasSuffix(v, "m"):
+		v, mult = strings.TrimSuffix(v, "m"), 1e6
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(f > 0) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("%q: want packets/s above 0 (10000, 10k, 1.5M)", s)
+	}
+	return f * mult, nil
 }

@@ -39,6 +39,7 @@ type Summary struct {
 	NotIP           uint64
 	ParseErrors     uint64
 	TXRingFull      uint64 // forwarded packets dropped because the TX ring stayed full
+	Policed         uint64 // dropped by -max-pps
 	ICMPTXRingFull  uint64 // ICMP errors built but dropped because the TX ring stayed full
 	PartialFinished uint64 // UDP/TCP checksums left partial by the sender, finished here
 	RouteLookups    uint64
@@ -126,6 +127,10 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		// UMEM is for frames in flight on the TX rings.
 		Poller: rxpath.Config{CopyThreshold: -1, FillFrames: c.ring, Coalesce: c.coalesce, Thread: c.thread},
 	}
+	if c.maxPPS > 0 {
+		// -max-pps polices by arrival time: the XDP program's clock.
+		cfg.Program.Metadata, cfg.Poller.Metadata = true, true
+	}
 	cli.QueueConfig(cfg, c.queues, c.cpus)
 	set, err := mq.Open(cfg)
 	if err != nil {
@@ -148,6 +153,9 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		if f.l3 {
 			f.cache = nexthop.NewCache() // per queue: no lock between queues
 		}
+		// -max-pps is shared out among the queues.
+		nq := float64(len(set.Queues()))
+		f.police = newPolicer(c.maxPPS/nq, c.maxBurst/nq)
 		fwds[i] = f
 	}
 	q0 := set.Queues()[0]
@@ -162,6 +170,14 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	// empty is dropped.
 	readyMsg := fmt.Sprintf("xdpfwd: ready: %s %s -> %s, queues %s, attach %s, zero-copy %v, multi-buffer %v, %d frames per queue\n",
 		c.mode, c.in, c.out, strings.Join(qdesc, " "), sum.AttachMode, sum.ZeroCopy, sum.MultiBuffer, c.frames)
+	if c.maxPPS > 0 {
+		level, why := set.Programs()[0].Metadata()
+		readyMsg += fmt.Sprintf("xdpfwd: -max-pps %.0f, bucket %.0f packets; RX metadata %s", c.maxPPS, c.maxBurst, level)
+		if why != nil {
+			readyMsg += fmt.Sprintf(" (%s)", strings.ReplaceAll(why.Error(), "\n", "; "))
+		}
+		readyMsg += "\n"
+	}
 	var notReady atomic.Int32
 	notReady.Store(int32(len(fwds)))
 	for _, f := range fwds {
@@ -233,6 +249,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		sum.NotIP += f.c.notIP.Load()
 		sum.ParseErrors += f.c.parseErrors.Load()
 		sum.TXRingFull += f.c.txFull.Load()
+		sum.Policed += f.c.policed.Load()
 		sum.ICMPTXRingFull += f.c.icmpTXFull.Load()
 		sum.PartialFinished += f.c.partialFinished.Load()
 		if f.cache != nil {

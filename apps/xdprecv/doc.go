@@ -7,6 +7,30 @@
 // The XDP program sends the UDP datagrams to -port (all UDP with -port 0)
 // to the socket; everything else goes on to the kernel.
 //
+// Other traffic (proto.go): -tcp also takes TCP (to -port; all TCP with
+// -port 0) and -ethertype LIST frames of those non-IP EtherTypes; -all
+// takes every frame on the queue (no filter: the XDP filter cannot select
+// ICMP, so ICMP and ICMPv6 echoes need it; ARP and neighbour discovery
+// then reach xdprecv, not the kernel). These are counted by kind in the
+// summary's Proto: TCP SYNs (and their distinct flows), SYN-ACKs, other
+// TCP; ICMP and ICMPv6 echo requests and replies (and their flows by
+// identifier); frames by EtherType. Their checksums are verified (IPv4
+// header, TCP, ICMP, ICMPv6), bad ones counted apart.
+//
+// Duplicates: a sequence number that arrives again within the last 64 of
+// its flow is counted as a duplicate (Duplicates), not as reordered
+// (Reordered = Late - Duplicates), and does not hide a loss.
+//
+// -json makes standard output JSON lines for scripts (stream.go): a
+// "ready" line, an "interval" line per second (packets, bytes, rates,
+// valid, lost, reordered, duplicates, bad checksums, bad payloads, XDP
+// drops, the Proto counts and, with -latency, that second's latency
+// percentiles) and the "summary" line at the end, each an object with a
+// Type; the human lines go to stderr.
+//
+//	xdprecv -i eth1 -json -duration 10s | jq -c 'select(.Type=="interval") | [.PPS, .Lost]'
+//	xdprecv -i eth1 -all -json               # SYNs, echoes and raw frames too
+//
 // Kernel: Linux 6.6 or later (AF_XDP with need_wakeup); the XDP program is
 // attached as a bpf_link (5.9), through rtnetlink on kernels without XDP
 // links; the "kernel features" line says what was used. Root or

@@ -60,6 +60,9 @@ type latency struct {
 	clock int
 	mu    sync.Mutex
 	h     *hdrhistogram.Histogram
+	// iv holds the samples since the -json stream's last line (nil
+	// without -json).
+	iv *hdrhistogram.Histogram
 	// Counts by where the receive time came from, and of packets left
 	// out: a receive time before the send time (clocks not in step), or
 	// none from the chosen clock.
@@ -106,6 +109,9 @@ func (l *latency) observe(p *rxpath.Packet, sent int64) {
 		return
 	}
 	_ = l.h.RecordValue(min(max(d, latMin), latMax)) // in range: cannot fail
+	if l.iv != nil {
+		_ = l.iv.RecordValue(min(max(d, latMin), latMax))
+	}
 }
 
 // LatencySummary is the one-way latency over all queues, in

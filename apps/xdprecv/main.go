@@ -10,10 +10,11 @@ import (
 	"github.com/xdpkit/xdpkit/apps/internal/cli"
 )
 
-const usage = `xdprecv: receive, count and verify UDP traffic through AF_XDP.
+const usage = `xdprecv: receive, count and verify UDP traffic (and TCP SYNs, ICMP echoes, raw frames) through AF_XDP.
 
 Usage: xdprecv -i IFACE [-q N | -queues N|LIST] [-cpus LIST|none] [-port N] [-count N] [-duration D] [-pcap FILE] [-snaplen N] [-metrics 127.0.0.1:PORT]
-               [-latency [-latency-clock auto|device|xdp|user]] [-coalesce D] [-thread] [-napi-defer N -napi-gro-flush D]`
+               [-latency [-latency-clock auto|device|xdp|user]] [-coalesce D] [-thread] [-napi-defer N -napi-gro-flush D]
+               [-json] [-tcp] [-all]`
 
 type config struct {
 	iface    string
@@ -40,6 +41,9 @@ type config struct {
 	latency   bool
 	clockS    string
 	clock     int
+	json      bool
+	tcp       bool
+	all       bool
 }
 
 func main() {
@@ -66,6 +70,9 @@ func main() {
 	fs.DurationVar(&c.napiFlush, "napi-gro-flush", -1, "while xdprecv runs, the interface's gro_flush_timeout: a packet may wait that long (with -napi-defer; -1: leave it)")
 	fs.BoolVar(&c.latency, "latency", false, "measure the one-way latency of xdpgen -timestamp packets (turns on RX metadata)")
 	fs.StringVar(&c.clockS, "latency-clock", "auto", "receive time for -latency: auto, device (RX timestamp), xdp (XDP hook time) or user")
+	fs.BoolVar(&c.json, "json", false, "standard output as JSON lines: ready, one interval line per second, the summary (other words go to stderr)")
+	fs.BoolVar(&c.tcp, "tcp", false, "also take TCP (to -port, all TCP with -port 0) and count SYNs, SYN-ACKs and their flows")
+	fs.BoolVar(&c.all, "all", false, "take every frame on the queue (no XDP filter): ICMP and ICMPv6 echoes, ARP, any EtherType; the kernel then sees none of it")
 	app.Parse(os.Args[1:])
 
 	if _, err := cli.CheckInterface(c.iface); err != nil {
@@ -110,7 +117,13 @@ func main() {
 	ctx, cancel := cli.RunContext(c.duration)
 	defer cancel()
 	sum, err := run(ctx, cancel, &c)
-	if sum != nil {
+	switch {
+	case sum != nil && c.json:
+		if sum.Latency != nil {
+			fmt.Fprintln(os.Stderr, "xdprecv:", sum.Latency)
+		}
+		jsonLine(summaryLine{Type: "summary", Summary: sum})
+	case sum != nil:
 		if sum.Latency != nil {
 			fmt.Println("xdprecv:", sum.Latency)
 		}

@@ -29,6 +29,7 @@ func serveMetrics(ctx context.Context, addr, iface string, set *mq.Set, rs []*re
 	ctr("valid_total", "Generator packets with good checksums and payload.", func(r *receiver) *atomic.Uint64 { return &r.valid })
 	ctr("gaps_total", "Sequence numbers skipped.", func(r *receiver) *atomic.Uint64 { return &r.gaps })
 	ctr("late_total", "Packets that arrived after a later one of their flow.", func(r *receiver) *atomic.Uint64 { return &r.late })
+	ctr("duplicates_total", "Late packets whose sequence number had already arrived.", func(r *receiver) *atomic.Uint64 { return &r.dups })
 	ctr("bad_checksum_total", "Packets with a bad IPv4 header or UDP checksum.", func(r *receiver) *atomic.Uint64 { return &r.badUDP })
 	ctr("partial_checksum_total", "Packets whose UDP checksum field holds the unfinished pseudo-header sum.", func(r *receiver) *atomic.Uint64 { return &r.partialUDP })
 	ctr("bad_payload_total", "Generator packets with a wrong pattern or size.", func(r *receiver) *atomic.Uint64 { return &r.badData })

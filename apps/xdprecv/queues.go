@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+
 	"errors"
 	"fmt"
+	"github.com/HdrHistogram/hdrhistogram-go"
 	"net"
 	"os"
 	"strings"
@@ -29,7 +31,9 @@ type Summary struct {
 	Flows      int    // flows seen (a flow seen on two queues counts twice)
 	Gaps       uint64 // sequence numbers skipped (lost, or late)
 	Late       uint64 // sequence numbers below the next expected (reordered or duplicated)
-	Lost       uint64 // Gaps - Late, at least 0
+	Duplicates uint64 // late arrivals of a sequence number already seen (among the last 64 of its flow)
+	Reordered  uint64 // Late - Duplicates
+	Lost       uint64 // Gaps - Reordered, at least 0
 	BadIPCsum  uint64
 	BadUDPCsum uint64 // wrong UDP checksums (not partial ones)
 	// PartialUDPCsum counts datagrams whose UDP checksum field holds the
@@ -53,6 +57,9 @@ type Summary struct {
 	AccountingOK   bool
 	// Latency is the one-way latency of stamped packets (-latency).
 	Latency *LatencySummary `json:",omitempty"`
+	// Proto counts traffic other than xdpgen's UDP (-tcp, -ethertype,
+	// -all).
+	Proto *ProtoSummary `json:",omitempty"`
 }
 
 // QueueSummary is one queue's share.
@@ -87,13 +94,17 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 		}
 		return errors.Join(pcap.flush(), pcapFile.Close())
 	}
-	filter := &xsk.Filter{IPv4UDP: true, IPv6UDP: true}
+	filter := &xsk.Filter{IPv4UDP: true, IPv6UDP: true, IPv4TCP: c.tcp, IPv6TCP: c.tcp}
 	if c.port > 0 {
 		filter.DstPorts = []uint16{uint16(c.port)}
 	}
 	filter, err = c.nic.Filter(filter)
 	if err != nil {
 		return nil, errors.Join(err, closePcap())
+	}
+	countProto := c.tcp || c.all || len(filter.EtherTypes) > 0
+	if c.all {
+		filter = nil // every frame on the queue
 	}
 	frameSize, err := c.nic.Frame(c.iface)
 	if err != nil {
@@ -135,12 +146,18 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 	var lats []*latency
 	for i := range rs {
 		r := &receiver{pat: payload.Pattern(65536), flat: make([]byte, 0, 65536), next: make([]uint64, 65536),
-			count: c.count, stop: cancel, ttlMin: 256, pcap: pcap}
+			win: make([]uint64, 65536), count: c.count, stop: cancel, ttlMin: 256, pcap: pcap}
 		if multi {
 			r.count = 0 // the watcher below stops at the total
 		}
+		if countProto {
+			r.proto = newProtoCounters()
+		}
 		if c.latency {
 			r.lat = newLatency(c.clock)
+			if c.json {
+				r.lat.iv = hdrhistogram.New(latMin, latMax, latDigits)
+			}
 			lats = append(lats, r.lat)
 		}
 		rs[i] = r
@@ -180,7 +197,13 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 	for _, r := range rs {
 		r.ready = func() {
 			if notReady.Add(-1) == 0 {
-				fmt.Print(readyMsg)
+				if c.json {
+					// stdout carries JSON only: the words go to stderr.
+					fmt.Fprint(os.Stderr, readyMsg)
+					jsonLine(readyEvent{Type: "ready", Iface: c.iface, Queues: len(rs), Port: c.port})
+				} else {
+					fmt.Print(readyMsg)
+				}
 			}
 		}
 	}
@@ -213,7 +236,11 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 
 	start := time.Now()
 	cpu0 := cli.CPUTime()
-	runErr := cli.Run("xdprecv", c.quiet, func() error {
+	var stopStream func()
+	if c.json {
+		stopStream = startStream(start, set, rs, lats)
+	}
+	runErr := cli.Run("xdprecv", c.quiet || c.json, func() error {
 		return set.Run(ctx, func(q *mq.Queue) rxpath.Handler { return rs[q.Index] })
 	}, func() cli.Sample {
 		x := set.Stats().Total.XDP
@@ -229,6 +256,9 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 		s.Drops = drops
 		return s
 	})
+	if stopStream != nil {
+		stopStream()
+	}
 	el := time.Since(start)
 	out := &Summary{Iface: c.iface, Seconds: el.Seconds(), TTLMin: 256}
 	var ps []string
@@ -246,6 +276,13 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 		out.Flows += r.flows
 		out.Gaps += r.gaps.Load()
 		out.Late += r.late.Load()
+		out.Duplicates += r.dups.Load()
+		if r.proto != nil {
+			if out.Proto == nil {
+				out.Proto = &ProtoSummary{}
+			}
+			out.Proto.add(r.proto)
+		}
 		out.Lost += qs.Lost
 		out.BadIPCsum += r.badIP.Load()
 		out.BadUDPCsum += r.badUDP.Load()
@@ -263,6 +300,7 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 			ps = append(ps, st.String())
 		}
 	}
+	out.Reordered = out.Late - min(out.Late, out.Duplicates)
 	if out.TTLMin > out.TTLMax {
 		out.TTLMin = 0
 	}

@@ -17,11 +17,16 @@ import (
 // queue's goroutine only; the pads keep them out of other queues' cache
 // lines.
 type receiver struct {
-	_      cpu.CacheLinePad
-	pat    []byte
-	flat   []byte // a multi-buffer packet, gathered
-	fr     pkt.Frame
-	next   []uint64 // next expected sequence number per flow; 0 = not seen yet (stored +1)
+	_    cpu.CacheLinePad
+	pat  []byte
+	flat []byte // a multi-buffer packet, gathered
+	fr   pkt.Frame
+	next []uint64 // next expected sequence number per flow; 0 = not seen yet (stored +1)
+	// win is, per flow, which of the 64 sequence numbers up to the
+	// highest seen (next-2) arrived: bit k for next-2-k. A late arrival
+	// whose bit is set is a duplicate.
+	win    []uint64
+	proto  *protoCounters // traffic other than xdpgen's UDP
 	flows  int
 	count  uint64
 	stop   func()
@@ -34,15 +39,20 @@ type receiver struct {
 	ready                              func() // called after the poller's first round
 	readyDone                          atomic.Bool
 	gaps, late, badIP, badUDP, badData atomic.Uint64
+	dups                               atomic.Uint64 // late arrivals of a sequence number already seen
 	partialUDP                         atomic.Uint64
 	other, pcapN                       atomic.Uint64
 	_                                  cpu.CacheLinePad
 }
 
 // lost is what the summary calls lost: sequence numbers skipped less
-// those that came late (reordered), at least 0.
+// those that came late and were not duplicates (reordered), at least 0.
 func (r *receiver) lost() uint64 {
+	dups := r.dups.Load()
 	late := r.late.Load() // before gaps: a late arrival follows its gap
+	if late >= dups {
+		late -= dups
+	}
 	if g := r.gaps.Load(); g > late {
 		return g - late
 	}
@@ -83,8 +93,15 @@ func (r *receiver) Receive(p *rxpath.Packet) {
 		r.pcap.write(time.Now(), b)
 		r.pcapN.Add(1)
 	}
-	if pkt.Parse(b, &r.fr) != nil || r.fr.Proto != pkt.ProtoUDP || r.fr.L4 == 0 || r.fr.Fragment {
+	if pkt.Parse(b, &r.fr) != nil {
 		r.other.Add(1)
+		return
+	}
+	if r.fr.Proto != pkt.ProtoUDP || r.fr.L4 == 0 || r.fr.Fragment ||
+		r.fr.EtherType != pkt.EtherTypeIPv4 && r.fr.EtherType != pkt.EtherTypeIPv6 {
+		if r.proto == nil || !r.proto.receive(b, &r.fr) {
+			r.other.Add(1)
+		}
 		return
 	}
 	fr := &r.fr
@@ -146,13 +163,27 @@ func (r *receiver) Receive(p *rxpath.Packet) {
 			r.gaps.Add(h.Seq)
 		}
 		r.next[h.Flow] = h.Seq + 2
+		r.win[h.Flow] = 1
 	case h.Seq+1 == exp:
 		r.next[h.Flow] = exp + 1
+		r.win[h.Flow] = r.win[h.Flow]<<1 | 1
 	case h.Seq+1 > exp:
 		r.gaps.Add(h.Seq + 1 - exp)
 		r.next[h.Flow] = h.Seq + 2
+		if sh := h.Seq + 2 - exp; sh < 64 {
+			r.win[h.Flow] = r.win[h.Flow]<<sh | 1
+		} else {
+			r.win[h.Flow] = 1
+		}
 	default:
 		r.late.Add(1)
+		if k := exp - 2 - h.Seq; k < 64 {
+			if r.win[h.Flow]&(1<<k) != 0 {
+				r.dups.Add(1)
+			} else {
+				r.win[h.Flow] |= 1 << k
+			}
+		}
 	}
 	if v := r.valid.Add(1); r.count > 0 && v == r.count {
 		r.stop()

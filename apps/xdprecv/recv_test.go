@@ -38,7 +38,7 @@ func frame(seq uint64, size int) []byte {
 }
 
 func newReceiver() *receiver {
-	return &receiver{pat: payload.Pattern(65536), next: make([]uint64, 65536), ttlMin: 256, stop: func() {}}
+	return &receiver{pat: payload.Pattern(65536), next: make([]uint64, 65536), win: make([]uint64, 65536), ttlMin: 256, stop: func() {}}
 }
 
 func deliver(r *receiver, b []byte) {

@@ -121,7 +121,7 @@ for p in $APPPKGS; do
 	n=apps_$(echo "$p" | tr / _ | sed 's/^\.$/main/')
 	(cd apps && CGO_ENABLED=0 $GO test -c -o "$bin/$n.test" "./$p")
 done
-(cd apps && CGO_ENABLED=0 $GO build -o "$bin/apps/" ./xdpgen ./xdpfwd ./xdprecv ./xdpdemo)
+(cd apps && CGO_ENABLED=0 $GO build -o "$bin/apps/" ./xdpgen ./xdpfwd ./xdprecv ./xdpdemo ./xdpndr)
 CGO_ENABLED=0 $GO build -o "$bin/apps/without" ./internal/seccomp/without
 
 # pkgdir NAME: the source directory of a test binary (its testdata).
