@@ -38,7 +38,6 @@ type replay struct {
 	dst6     [16]byte
 	maxLen   int
 
-	fr      pkt.Frame
 	skipped uint64 // records not sent: not Ethernet, or longer than maxLen
 	got     int    // packets taken from the file in this loop
 }
@@ -134,59 +133,123 @@ func (rp *replay) sent() { rp.cur = nil }
 // rewrite sets the MACs and, with -pcap-rewrite-ip, the IP addresses of
 // an IP packet of the configured family, updating the IPv4 header
 // checksum and the UDP, TCP or ICMPv6 checksum incrementally (RFC 1624),
-// which is right also for a packet the capture truncated.
+// which is right also for a packet the capture truncated: only the
+// headers it changes must be in the captured bytes, and the L4 checksum
+// is updated when its field is.
 func (rp *replay) rewrite(b []byte) {
 	if rp.macs {
 		copy(b[0:6], rp.dst[:])
 		copy(b[6:12], rp.src[:])
 	}
-	if !rp.ips || pkt.Parse(b, &rp.fr) != nil {
+	if !rp.ips {
 		return
 	}
-	f := &rp.fr
+	et, l3, proto, l4sum := ipHeaders(b)
 	var old [32]byte
-	var l4sum int // offset of the L4 checksum field, 0: none
-	if f.L4 > 0 { // 0 for a fragment after the first
-		switch f.Proto {
-		case pkt.ProtoUDP:
-			l4sum = f.L4 + 6
-		case pkt.ProtoTCP:
-			l4sum = f.L4 + 16
-		case pkt.ProtoICMPv6: // ICMPv6: its checksum covers the pseudo-header
-			l4sum = f.L4 + 2
-		}
-	}
-	if l4sum+2 > len(b) {
-		l4sum = 0
-	}
 	switch {
-	case f.EtherType == pkt.EtherTypeIPv4 && f.Src.Is4() && rp.src4 != [4]byte{}:
-		a := b[f.L3+12 : f.L3+20]
+	case et == pkt.EtherTypeIPv4 && rp.src4 != [4]byte{}:
+		a := b[l3+12 : l3+20]
 		copy(old[:8], a)
 		copy(a[0:4], rp.src4[:])
 		copy(a[4:8], rp.dst4[:])
-		hc := binary.BigEndian.Uint16(b[f.L3+10:])
-		binary.BigEndian.PutUint16(b[f.L3+10:], csum.Update(hc, old[:8], a))
-		if l4sum > 0 && f.Proto != pkt.ProtoICMPv6 {
-			if s := binary.BigEndian.Uint16(b[l4sum:]); s != 0 || f.Proto != pkt.ProtoUDP {
+		hc := binary.BigEndian.Uint16(b[l3+10:])
+		binary.BigEndian.PutUint16(b[l3+10:], csum.Update(hc, old[:8], a))
+		if l4sum > 0 && proto != pkt.ProtoICMPv6 {
+			if s := binary.BigEndian.Uint16(b[l4sum:]); s != 0 || proto != pkt.ProtoUDP {
 				s = csum.Update(s, old[:8], a)
-				if s == 0 && f.Proto == pkt.ProtoUDP {
+				if s == 0 && proto == pkt.ProtoUDP {
 					s = 0xffff
 				}
 				binary.BigEndian.PutUint16(b[l4sum:], s)
 			}
 		}
-	case f.EtherType == pkt.EtherTypeIPv6 && f.Src.Is6() && rp.src6 != [16]byte{}:
-		a := b[f.L3+8 : f.L3+40]
+	case et == pkt.EtherTypeIPv6 && rp.src6 != [16]byte{}:
+		a := b[l3+8 : l3+40]
 		copy(old[:], a)
 		copy(a[0:16], rp.src6[:])
 		copy(a[16:32], rp.dst6[:])
 		if l4sum > 0 {
 			s := csum.Update(binary.BigEndian.Uint16(b[l4sum:]), old[:], a)
-			if s == 0 && f.Proto == pkt.ProtoUDP {
+			if s == 0 && proto == pkt.ProtoUDP {
 				s = 0xffff
 			}
 			binary.BigEndian.PutUint16(b[l4sum:], s)
 		}
 	}
+}
+
+// ipHeaders reads, from the captured bytes b of an Ethernet frame, what
+// rewrite changes: the EtherType after up to two VLAN tags (0 when not
+// IP or the fixed IP header is not captured whole), the offset of the IP
+// header, the transport protocol, and the offset of the UDP, TCP or
+// ICMPv6 checksum field (0: none, a fragment after the first, or not
+// captured). The IP length fields are not checked against len(b): a
+// capture with a snap length cuts packets short.
+func ipHeaders(b []byte) (et uint16, l3 int, proto uint8, l4sum int) {
+	off := 12
+	for tags := 0; ; tags++ {
+		if len(b) < off+2 {
+			return 0, 0, 0, 0
+		}
+		et = binary.BigEndian.Uint16(b[off:])
+		if tags == 2 || et != pkt.EtherTypeVLAN && et != pkt.EtherTypeQinQ {
+			break
+		}
+		off += 4
+	}
+	l3 = off + 2
+	l4 := 0
+	switch et {
+	case pkt.EtherTypeIPv4:
+		if len(b) < l3+20 || b[l3]>>4 != 4 || b[l3]&15 < 5 {
+			return 0, 0, 0, 0
+		}
+		proto = b[l3+9]
+		if binary.BigEndian.Uint16(b[l3+6:])&0x1fff == 0 { // the first fragment or none
+			l4 = l3 + int(b[l3]&15)*4
+		}
+	case pkt.EtherTypeIPv6:
+		if len(b) < l3+40 || b[l3]>>4 != 6 {
+			return 0, 0, 0, 0
+		}
+		proto = b[l3+6]
+		off := l3 + 40
+		for i := 0; i < 8 && l4 == 0; i++ { // at most 8 extension headers
+			switch proto {
+			case 0, 43, 60: // hop-by-hop, routing, destination options
+				if len(b) < off+2 {
+					return et, l3, proto, 0
+				}
+				proto = b[off]
+				off += (int(b[off+1]) + 1) * 8
+			case 44: // fragment
+				if len(b) < off+4 {
+					return et, l3, proto, 0
+				}
+				proto = b[off]
+				if binary.BigEndian.Uint16(b[off+2:])&0xfff8 != 0 {
+					return et, l3, proto, 0 // not the first fragment
+				}
+				off += 8
+			default:
+				l4 = off
+			}
+		}
+	default:
+		return 0, 0, 0, 0
+	}
+	if l4 > 0 {
+		switch proto {
+		case pkt.ProtoUDP:
+			l4sum = l4 + 6
+		case pkt.ProtoTCP:
+			l4sum = l4 + 16
+		case pkt.ProtoICMPv6: // its checksum covers the pseudo-header
+			l4sum = l4 + 2
+		}
+	}
+	if l4sum+2 > len(b) {
+		l4sum = 0
+	}
+	return et, l3, proto, l4sum
 }

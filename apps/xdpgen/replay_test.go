@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"net"
 	"net/netip"
@@ -15,18 +16,23 @@ import (
 // TestRewriteIP: -pcap-rewrite-ip's incremental checksum updates leave
 // UDP and TCP over IPv4 and IPv6, and ICMPv6, with the checksums gopacket
 // computes for the new addresses, and ICMP (no pseudo-header) as it was.
+// A packet the capture cut short (a snap length of 96 bytes, or the IP
+// header and 4 bytes more) is rewritten as the bytes it kept of the whole
+// one, with one or two VLAN tags too.
 func TestRewriteIP(t *testing.T) {
 	for _, tc := range []struct {
-		mode craft.Mode
-		v6   bool
-	}{{craft.UDP, false}, {craft.TCPSyn, false}, {craft.ICMPEcho, false}, {craft.UDP, true}, {craft.TCPSyn, true}, {craft.ICMPEcho, true}} {
+		mode  craft.Mode
+		v6    bool
+		vlans []uint16
+	}{{craft.UDP, false, nil}, {craft.TCPSyn, false, nil}, {craft.ICMPEcho, false, nil}, {craft.UDP, true, nil}, {craft.TCPSyn, true, nil}, {craft.ICMPEcho, true, nil},
+		{craft.UDP, false, []uint16{7}}, {craft.TCPSyn, true, []uint16{7, 8}}} {
 		src, dst := netip.MustParsePrefix("198.19.7.1/32"), netip.MustParsePrefix("198.19.8.0/28")
 		nsrc, ndst := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
 		if tc.v6 {
 			src, dst = netip.MustParsePrefix("2001:db8:7::1/128"), netip.MustParsePrefix("2001:db8:8::/120")
 			nsrc, ndst = netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2")
 		}
-		b, err := craft.New(&craft.Config{Mode: tc.mode, Src: src, Dst: dst, SrcPorts: craft.PortRange{First: 1, Last: 9},
+		b, err := craft.New(&craft.Config{Mode: tc.mode, VLANs: tc.vlans, Src: src, Dst: dst, SrcPorts: craft.PortRange{First: 1, Last: 9},
 			DstPorts: craft.PortRange{First: 80, Last: 80}, Sizes: []int{131}, Order: craft.Random})
 		if err != nil {
 			t.Fatal(err)
@@ -42,7 +48,18 @@ func TestRewriteIP(t *testing.T) {
 		buf := make([]byte, 2048)
 		for range 50 {
 			n := b.Build(buf)
+			l3 := 14 + 4*len(tc.vlans)
+			cuts := [][]byte{append([]byte(nil), buf[:96]...), append([]byte(nil), buf[:l3+24]...)}
+			if tc.v6 {
+				cuts[1] = append([]byte(nil), buf[:l3+44]...)
+			}
 			rp.rewrite(buf[:n])
+			for _, c := range cuts {
+				rp.rewrite(c)
+				if !bytes.Equal(c, buf[:len(c)]) {
+					t.Fatalf("%v v6=%v vlans=%v cut to %d bytes:\n got %x\nwant %x", tc.mode, tc.v6, tc.vlans, len(c), c, buf[:len(c)])
+				}
+			}
 			j, err := judge.Frame(buf[:n])
 			if err != nil {
 				t.Fatalf("%v v6=%v: %v", tc.mode, tc.v6, err)
