@@ -49,7 +49,8 @@ func tuples(t *testing.T, frames []capFrame) ([]fieldTuple, []judge.Result) {
 // TestGenFieldEngine: destination and source prefixes and port ranges,
 // walked sequentially (every combination once per round), and randomly
 // (the same frames for the same -seed, others for another), over IPv4
-// and IPv6, with one VLAN tag and with two (QinQ), in UDP and TCP SYN
+// and IPv6, with one VLAN tag and with two (QinQ, TPIDs 0x88a8 then
+// 0x8100), in UDP and TCP SYN
 // frames whose checksums gopacket finds right.
 func TestGenFieldEngine(t *testing.T) {
 	vethns.Require(t)
@@ -100,6 +101,11 @@ func TestGenFieldEngine(t *testing.T) {
 				for i, r := range rs {
 					if got := fmt.Sprint(r.VLANs); tc.vlan != "" && got != "["+strings.ReplaceAll(tc.vlan, ",", " ")+"]" || tc.vlan == "" && len(r.VLANs) != 0 {
 						t.Fatalf("frame %d: VLANs %v, want %s", i, r.VLANs, tc.vlan)
+					}
+					// 802.1Q; QinQ: an 802.1ad S-tag outside.
+					wantTPIDs := map[int]string{0: "[]", 1: "[0x8100]", 2: "[0x88a8 0x8100]"}[len(r.VLANs)]
+					if got := fmt.Sprintf("%#04x", r.TPIDs); got != wantTPIDs {
+						t.Fatalf("frame %d: TPIDs %s, want %s", i, got, wantTPIDs)
 					}
 				}
 				return tu

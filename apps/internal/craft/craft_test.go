@@ -34,7 +34,7 @@ func cfg(mode craft.Mode, v6 bool, vlans []uint16) *craft.Config {
 
 // TestFrames: every mode over IPv4 and IPv6 with 0, 1 and 2 VLAN tags
 // decodes with gopacket, with its checksums as gopacket computes them and
-// the fields the config asks for.
+// the fields the config asks for, VLAN tags with their TPIDs.
 func TestFrames(t *testing.T) {
 	for _, mode := range []craft.Mode{craft.UDP, craft.TCPSyn, craft.ICMPEcho, craft.Raw} {
 		for _, v6 := range []bool{false, true} {
@@ -53,8 +53,8 @@ func TestFrames(t *testing.T) {
 						if err != nil {
 							t.Fatalf("frame %d: %v", i, err)
 						}
-						if !equalU16(j.VLANs, vl) {
-							t.Fatalf("frame %d: VLANs %v, want %v", i, j.VLANs, vl)
+						if !equalU16(j.VLANs, vl) || !equalU16(j.TPIDs, wantTPIDs[len(vl)]) {
+							t.Fatalf("frame %d: VLANs %v TPIDs %#04x, want %v %#04x", i, j.VLANs, j.TPIDs, vl, wantTPIDs[len(vl)])
 						}
 						if mode == craft.Raw {
 							if j.EtherType != 0x88b5 || buf[n-1] != byte(n-1-14-4*len(vl)) {
@@ -107,6 +107,10 @@ func TestFrames(t *testing.T) {
 		}
 	}
 }
+
+// wantTPIDs are the TPIDs of 0, 1 and 2 tags: 802.1Q, and 802.1ad QinQ
+// (S-tag outside, C-tag inside).
+var wantTPIDs = [][]uint16{nil, {0x8100}, {0x88a8, 0x8100}}
 
 func equalU16(a, b []uint16) bool {
 	if len(a) != len(b) {
