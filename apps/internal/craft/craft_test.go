@@ -261,3 +261,44 @@ func TestStride(t *testing.T) {
 		t.Errorf("%d distinct combinations of 24", len(seen))
 	}
 }
+
+// TestWidePrefix: an IPv6 prefix shorter than /64 ranges over all its
+// host bits: with -dst 2001:db8::/48 in random order, bits 48..63 change
+// too, and the 48 bits of the prefix never do.
+func TestWidePrefix(t *testing.T) {
+	for _, bitsLen := range []int{48, 0} {
+		c := cfg(craft.UDP, true, nil)
+		c.Order, c.Seed = craft.Random, 3
+		c.Dst = netip.PrefixFrom(netip.MustParseAddr("2001:db8::"), bitsLen)
+		b, err := craft.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, b.MaxLen())
+		var or, and [16]byte
+		for i := range and {
+			and[i] = 0xff
+		}
+		for i := range 64 {
+			n := b.Build(buf)
+			if _, err := judge.Frame(buf[:n]); err != nil {
+				t.Fatalf("/%d frame %d: %v", bitsLen, i, err)
+			}
+			d := [16]byte(buf[14+24 : 14+40])
+			if !c.Dst.Contains(netip.AddrFrom16(d)) {
+				t.Fatalf("/%d: %v outside", bitsLen, netip.AddrFrom16(d))
+			}
+			for k := range d {
+				or[k] |= d[k]
+				and[k] &= d[k]
+			}
+		}
+		// A host bit that never changed in 64 draws: 1 or 0 all along.
+		for bit := bitsLen; bit < 128; bit++ {
+			m := byte(0x80) >> (bit % 8)
+			if or[bit/8]&m == and[bit/8]&m {
+				t.Errorf("/%d: address bit %d is %d in all 64 frames", bitsLen, bit, and[bit/8]&m>>(7-bit%8))
+			}
+		}
+	}
+}
