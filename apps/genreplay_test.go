@@ -156,6 +156,29 @@ func TestGenFieldEngine(t *testing.T) {
 	}
 }
 
+// TestGenVLANFullMTU: with -vlan, a frame of the full MTU is 1518 bytes
+// (the tag is not in the MTU): xdpgen sends it and the peer receives it,
+// tag and checksums right.
+func TestGenVLANFullMTU(t *testing.T) {
+	vethns.Require(t)
+	a, b := vethns.NewNS(t), vethns.NewNS(t)
+	p := vethns.NewPair(t, a, b, nil)
+	const n = 20
+	capt := startCapture(t, p.B, ipProto(p.A.MAC, 17))
+	s := genModeRun(t, a, "-i", p.A.Name, "-dst", p.B.IPv4.Addr().String(), "-dst-mac", p.B.MAC.String(),
+		"-vlan", "100", "-size", "1518", "-count", fmt.Sprint(n), "-rate", "1k")
+	frames := capt.wait(t, n)
+	if s.Sent != n || len(frames) != n {
+		t.Fatalf("sent %d, captured %d; want %d", s.Sent, len(frames), n)
+	}
+	_, rs := tuples(t, frames)
+	for i, f := range frames {
+		if len(f.data) != 1518 || fmt.Sprint(rs[i].VLANs) != "[100]" {
+			t.Fatalf("frame %d: %d bytes, VLANs %v; want 1518, [100]", i, len(f.data), rs[i].VLANs)
+		}
+	}
+}
+
 // TestGenRateLayers: a bit rate counts frame bytes (-rate-layer l2) or
 // frame bytes plus 24 of preamble, FCS and gap (l1): at 1 Mbps, 100-byte
 // frames go at 1250/s in l2 and 1008/s in l1. Each run's packets per

@@ -36,15 +36,18 @@ type replay struct {
 	dst4     [4]byte
 	src6     [16]byte
 	dst6     [16]byte
-	maxLen   int
+	maxLen   int // the longest frame that fits one UMEM frame
+	mtuLen   int // the MTU plus the Ethernet header
 
-	skipped uint64 // records not sent: not Ethernet, or longer than maxLen
+	skipped uint64 // records not sent: not Ethernet, or too long (tooLong)
 	got     int    // packets taken from the file in this loop
 }
 
 // errEmpty is the error of a file with no packet to send.
 var errEmpty = errors.New("no Ethernet packet to send in the file")
 
+// openReplay opens c.pcap; records longer than maxLen bytes, or than the
+// MTU allows (tooLong), are skipped.
 func openReplay(c *config, maxLen int) (*replay, error) {
 	f, err := os.Open(c.pcap)
 	if err != nil {
@@ -56,7 +59,7 @@ func openReplay(c *config, maxLen int) (*replay, error) {
 		return nil, fmt.Errorf("-pcap %s: %w", c.pcap, err)
 	}
 	rp := &replay{path: c.pcap, f: f, r: r, loops: c.loops, original: c.pcapTiming == "original",
-		macs: !c.keepMACs, ips: c.rewriteIP, maxLen: maxLen, loop: 1, first: true}
+		macs: !c.keepMACs, ips: c.rewriteIP, maxLen: maxLen, mtuLen: c.mtu + 14, loop: 1, first: true}
 	copy(rp.src[:], c.ifaceMAC)
 	copy(rp.dst[:], c.nextMAC)
 	if rp.ips {
@@ -98,7 +101,7 @@ func (rp *replay) peek() ([]byte, time.Duration, error) {
 		if err != nil {
 			return nil, 0, fmt.Errorf("-pcap %s: %w", rp.path, err)
 		}
-		if p.LinkType != pcapfile.LinkTypeEthernet || len(p.Data) < 14 || len(p.Data) > rp.maxLen {
+		if p.LinkType != pcapfile.LinkTypeEthernet || len(p.Data) < 14 || rp.tooLong(p.Data) {
 			rp.skipped++
 			continue
 		}
@@ -112,6 +115,19 @@ func (rp *replay) peek() ([]byte, time.Duration, error) {
 		rp.due = time.Duration(p.Time - rp.ts0)
 	}
 	return rp.cur, rp.due, nil
+}
+
+// tooLong: frame b is longer than one UMEM frame, or than the MTU allows
+// with its VLAN tags (4 bytes each, up to two: QinQ).
+func (rp *replay) tooLong(b []byte) bool {
+	limit := rp.mtuLen
+	for off := 12; off < 20 && len(b) >= off+2; off += 4 {
+		if et := binary.BigEndian.Uint16(b[off:]); et != pkt.EtherTypeVLAN && et != pkt.EtherTypeQinQ {
+			break
+		}
+		limit += 4
+	}
+	return len(b) > min(limit, rp.maxLen)
 }
 
 // wait is how long before the current packet is due with the capture's

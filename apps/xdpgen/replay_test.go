@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/xdpkit/xdpkit/apps/internal/craft"
@@ -83,7 +86,7 @@ func TestReplayEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, loops := range []int{0, 1} {
-		rp, err := openReplay(&config{pcap: f, loops: loops, pcapTiming: "rate", ifaceMAC: make(net.HardwareAddr, 6), nextMAC: make(net.HardwareAddr, 6)}, 1514)
+		rp, err := openReplay(&config{pcap: f, loops: loops, pcapTiming: "rate", mtu: 1500, ifaceMAC: make(net.HardwareAddr, 6), nextMAC: make(net.HardwareAddr, 6)}, 1514)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,5 +95,71 @@ func TestReplayEmpty(t *testing.T) {
 		if !errors.Is(err, errEmpty) || rp.skipped != 1 {
 			t.Errorf("-loop %d: %v, %d skipped; want errEmpty, 1 skipped", loops, err, rp.skipped)
 		}
+	}
+}
+
+// TestVLANFullMTU: a frame of the full MTU with VLAN tags is longer than
+// MTU+14 by 4 bytes a tag. -size takes 1518 bytes with -vlan 100 (1522
+// with QinQ), and a replay sends such frames from a file, but no byte
+// more, and no untagged frame above 1514.
+func TestVLANFullMTU(t *testing.T) {
+	for _, tc := range []struct {
+		vlans []uint16
+		size  string
+		ok    bool
+	}{{nil, "1514", true}, {nil, "1518", false}, {[]uint16{100}, "1518", true}, {[]uint16{100}, "1519", false},
+		{[]uint16{100, 200}, "1522", true}, {[]uint16{100, 200}, "1523", false}} {
+		c := &config{mtu: 1500, iface: "veth0", vlans: tc.vlans, sizeS: tc.size, sizeSet: true, dstAddr: netip.MustParseAddr("198.18.0.2")}
+		if err := c.parseSizes(); (err == nil) != tc.ok {
+			t.Errorf("-vlan %v -size %s: %v, want ok %v", tc.vlans, tc.size, err, tc.ok)
+		}
+	}
+
+	// A pcap file of frames with 0, 1 and 2 tags, each at the most the
+	// MTU allows and one byte over.
+	var file []byte
+	file = append(file, 0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0)
+	var want []int
+	for tags := range 3 {
+		for _, extra := range []int{0, 1} {
+			n := 1514 + 4*tags + extra
+			f := make([]byte, n)
+			for k := range tags {
+				binary.BigEndian.PutUint16(f[12+4*k:], []uint16{0x88a8, 0x8100}[k+2-tags])
+				binary.BigEndian.PutUint16(f[14+4*k:], 100)
+			}
+			binary.BigEndian.PutUint16(f[12+4*tags:], 0x88b5)
+			rec := make([]byte, 16)
+			binary.LittleEndian.PutUint32(rec[8:], uint32(n))
+			binary.LittleEndian.PutUint32(rec[12:], uint32(n))
+			file = append(append(file, rec...), f...)
+			if extra == 0 {
+				want = append(want, n)
+			}
+		}
+	}
+	path := filepath.Join(t.TempDir(), "mtu.pcap")
+	if err := os.WriteFile(path, file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rp, err := openReplay(&config{pcap: path, loops: 1, pcapTiming: "rate", mtu: 1500, keepMACs: true}, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rp.Close()
+	var got []int
+	for {
+		b, _, err := rp.peek()
+		if err != nil {
+			if err != io.EOF {
+				t.Fatal(err)
+			}
+			break
+		}
+		got = append(got, len(b))
+		rp.sent()
+	}
+	if !slices.Equal(got, want) || rp.skipped != 3 {
+		t.Errorf("sent %v, skipped %d; want %v, 3", got, rp.skipped, want)
 	}
 }
