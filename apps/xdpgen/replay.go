@@ -130,17 +130,19 @@ func (rp *replay) tooLong(b []byte) bool {
 	return len(b) > min(limit, rp.maxLen)
 }
 
-// wait is how long before the current packet is due with the capture's
-// timing (0: now).
-func (rp *replay) wait() time.Duration {
+// wait is how long after now the current packet is due with the
+// capture's timing (0 or less: it is due). The first packet of a loop is
+// due at once and sets the loop's start: a packet is never sent before
+// its offset in the file from there.
+func (rp *replay) wait(now time.Time) time.Duration {
 	if !rp.original {
 		return 0
 	}
 	if rp.loopStart.IsZero() {
-		rp.loopStart = time.Now().Add(-rp.due)
+		rp.loopStart = now.Add(-rp.due)
 		return 0
 	}
-	return time.Until(rp.loopStart.Add(rp.due))
+	return rp.loopStart.Add(rp.due).Sub(now)
 }
 
 // sent consumes the current packet.

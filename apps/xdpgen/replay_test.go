@@ -5,12 +5,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/xdpkit/xdpkit/apps/internal/craft"
 	"github.com/xdpkit/xdpkit/apps/internal/judge"
@@ -161,5 +163,79 @@ func TestVLANFullMTU(t *testing.T) {
 	}
 	if !slices.Equal(got, want) || rp.skipped != 3 {
 		t.Errorf("sent %v, skipped %d; want %v, 3", got, rp.skipped, want)
+	}
+}
+
+// TestReplayNeverEarly: with -pcap-timing original, whatever the delays
+// (a sleep that ends late, a send that stalls), no packet is let go
+// before its offset in the file from the moment the first packet of its
+// loop was, over two loops: the guarantee TestGenPcapTiming measures
+// against. The clock is the test's own.
+func TestReplayNeverEarly(t *testing.T) {
+	gaps := []time.Duration{0, 2 * time.Millisecond, 20 * time.Millisecond, 150 * time.Millisecond}
+	file := []byte{0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0}
+	var fileAt []time.Duration
+	at := time.Duration(1700000000 * time.Second)
+	const n = 40
+	for i := range n {
+		rec := make([]byte, 16)
+		binary.LittleEndian.PutUint32(rec[0:], uint32(at/time.Second))
+		binary.LittleEndian.PutUint32(rec[4:], uint32(at%time.Second/time.Microsecond))
+		binary.LittleEndian.PutUint32(rec[8:], 60)
+		binary.LittleEndian.PutUint32(rec[12:], 60)
+		f := make([]byte, 60)
+		binary.BigEndian.PutUint16(f[12:], 0x88b5)
+		file = append(append(file, rec...), f...)
+		fileAt = append(fileAt, at-time.Duration(1700000000*time.Second))
+		at += gaps[i%len(gaps)]
+	}
+	path := filepath.Join(t.TempDir(), "timed.pcap")
+	if err := os.WriteFile(path, file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for seed := range uint64(20) {
+		rp, err := openReplay(&config{pcap: path, loops: 2, pcapTiming: "original", mtu: 1500}, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rand.New(rand.NewPCG(seed, 1))
+		delay := func() time.Duration { // 0 most often, up to 30 ms
+			if r.IntN(3) == 0 {
+				return time.Duration(r.Int64N(int64(30 * time.Millisecond)))
+			}
+			return 0
+		}
+		now := time.Unix(1000, 0)
+		var loop0 time.Time
+		for i := 0; ; i++ {
+			_, _, err := rp.peek()
+			if err == io.EOF {
+				if i != 2*n {
+					t.Fatalf("seed %d: %d packets, want %d", seed, i, 2*n)
+				}
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for {
+				w := rp.wait(now)
+				if w <= 0 {
+					break
+				}
+				// The sender sleeps in slices of at most 100 ms and
+				// may wake late.
+				now = now.Add(min(w, 100*time.Millisecond) + delay())
+			}
+			if i%n == 0 {
+				loop0 = now
+			}
+			if early := loop0.Add(fileAt[i%n]).Sub(now); early > 0 {
+				t.Fatalf("seed %d: packet %d let go %v before its time", seed, i, early)
+			}
+			now = now.Add(delay()) // the send stalls
+			rp.sent()
+		}
+		rp.Close()
 	}
 }
