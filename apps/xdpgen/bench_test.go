@@ -83,7 +83,7 @@ func BenchmarkModes(b *testing.B) {
 					}
 					g.flows, g.ids, g.seq, g.hdrLen = []*txpath.UDPFlow{f}, []uint16{0}, []uint64{0}, f.HeaderLen()
 				case tc.pcap:
-					c := &config{pcap: pcapFile, pcapTiming: "rate", ifaceMAC: p.A.MAC, nextMAC: sink}
+					c := &config{pcap: pcapFile, pcapTiming: "rate", mtu: 1500, ifaceMAC: p.A.MAC, nextMAC: sink}
 					if g.rp, err = openReplay(c, 1514); err != nil {
 						return err
 					}

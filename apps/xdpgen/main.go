@@ -380,7 +380,7 @@ func (c *config) parseSizes() error {
 			s = strconv.Itoa(max(64, minSize)) // the default, raised to fit
 		}
 	}
-	maxSize := c.mtu + 14
+	maxSize := c.mtu + 14 + vlan // the tags are not in the MTU
 	if s == "imix" {
 		// The simple IMIX, 7:4:1, its smallest frame raised to what the
 		// headers need (78 bytes over IPv6), its largest capped by the MTU.
@@ -403,7 +403,7 @@ func (c *config) parseSizes() error {
 			return fmt.Errorf("-size %d: below the %d bytes of the %s headers", n, minSize, c.mode)
 		}
 		if n > maxSize {
-			return fmt.Errorf("-size %d: above the %d-byte MTU of %s (at most %d bytes with the Ethernet header)", n, c.mtu, c.iface, maxSize)
+			return fmt.Errorf("-size %d: above the %d-byte MTU of %s (at most %d bytes with the Ethernet header and VLAN tags)", n, c.mtu, c.iface, maxSize)
 		}
 		if n > 9216 {
 			return fmt.Errorf("-size %d: above txpath's 9216-byte largest packet", n)

@@ -68,9 +68,11 @@ func (g *gen) sendFrames(ctx context.Context, count uint64, p *pacer, batch int,
 				if err != nil {
 					return err
 				}
-				if w := g.rp.wait(); w > 0 {
-					sleep = w
-					break
+				if g.rp.original {
+					if w := g.rp.wait(time.Now()); w > 0 {
+						sleep = w
+						break
+					}
 				}
 				data, size = d, len(d)
 			} else {

@@ -97,10 +97,11 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	var rp *replay
 	if c.engine {
 		// Whole frames written into one UMEM frame each; a pcap
-		// record longer than that or the MTU is skipped (and counted).
+		// record longer than that or the MTU (plus its VLAN tags) is
+		// skipped (and counted).
 		fit := frameSize - umem.TxMetadataSize
 		if c.pcapMode {
-			if rp, err = openReplay(c, min(fit, c.mtu+14)); err != nil {
+			if rp, err = openReplay(c, fit); err != nil {
 				return nil, err
 			}
 			defer rp.Close()

@@ -144,11 +144,6 @@ func genOnce(ctx context.Context, gen string, p *vethns.Pair, cnt *counter, mode
 	if err := cmd.Run(); err != nil {
 		return run, fmt.Errorf("xdpgen %s: %w\n%s%s", strings.Join(args, " "), err, stdout.Bytes(), stderr.Bytes())
 	}
-	time.Sleep(50 * time.Millisecond) // frames in the peer's queue
-	n1, err := cnt.total()
-	if err != nil {
-		return run, err
-	}
 	var sum struct {
 		Sent    uint64
 		Seconds float64
@@ -162,6 +157,11 @@ func genOnce(ctx context.Context, gen string, p *vethns.Pair, cnt *counter, mode
 	if run.Raw == nil || err != nil {
 		return run, errors.Join(errors.New("xdpgen printed no summary"), err)
 	}
+	// Frames may still be in the peer's queue: wait for the count.
+	n1, err := settle(cnt.total, n0, sum.Sent, 500*time.Millisecond, 10*time.Second)
+	if err != nil {
+		return run, err
+	}
 	run.Frames, run.Sent, run.Seconds = n1-n0, sum.Sent, sum.Seconds
 	if run.Seconds > 0 {
 		run.Mpps = float64(run.Frames) / run.Seconds / 1e6
@@ -170,6 +170,23 @@ func genOnce(ctx context.Context, gen string, p *vethns.Pair, cnt *counter, mode
 		run.Loss = 1 - float64(run.Frames)/float64(run.Sent)
 	}
 	return run, nil
+}
+
+// settle reads total until it has counted want frames since n0, or has
+// not changed for quiet (the rest is lost), or limit has passed, and
+// returns its last reading.
+func settle(total func() (uint64, error), n0, want uint64, quiet, limit time.Duration) (uint64, error) {
+	end := time.Now().Add(limit)
+	last, err := total()
+	changed := time.Now()
+	for err == nil && last-n0 < want && time.Since(changed) < quiet && time.Now().Before(end) {
+		time.Sleep(10 * time.Millisecond)
+		var n uint64
+		if n, err = total(); n != last {
+			last, changed = n, time.Now()
+		}
+	}
+	return last, err
 }
 
 // writeGenPcap writes 1000 64-byte UDP frames from p.A to p.B into a

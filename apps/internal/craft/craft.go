@@ -170,9 +170,13 @@ type Builder struct {
 	pat    []byte // UDP and ICMP payload source
 	flow   uint16
 
-	// The field engine: sport, dport, src, dst.
-	n      [4]uint64 // range sizes; 0 means 2^64
+	// The field engine: sport, dport, src, dst. An address field's
+	// index is 128 bits, idxHi:idx, below 2^host bits: mask:maskHi+1.
+	n      [4]uint64 // range sizes; 0 means 2^64 or more
 	idx    [4]uint64
+	idxHi  [4]uint64
+	mask   [4]uint64 // address fields: the host bits' low 64
+	maskHi [4]uint64 // ... and high 64 (IPv6 prefixes shorter than /64)
 	order  Order
 	stride int
 	rng    rand.PCG
@@ -273,6 +277,8 @@ func New(cfg *Config) (*Builder, error) {
 	b.n[fSport] = uint64(cfg.SrcPorts.Last-cfg.SrcPorts.First) + 1
 	b.n[fDport] = uint64(cfg.DstPorts.Last-cfg.DstPorts.First) + 1
 	b.n[fSrc], b.n[fDst] = rangeLen(src), rangeLen(dst)
+	b.mask[fSrc], b.maskHi[fSrc] = hostMask(src)
+	b.mask[fDst], b.maskHi[fDst] = hostMask(dst)
 	if b.v6 {
 		b.src, b.dst = src.Addr().As16(), dst.Addr().As16()
 	} else {
@@ -387,6 +393,15 @@ func rangeLen(p netip.Prefix) uint64 {
 	return 1 << host
 }
 
+// hostMask is the host bits of p as a 128-bit number hi:lo.
+func hostMask(p netip.Prefix) (lo, hi uint64) {
+	host := p.Addr().BitLen() - p.Bits()
+	if host >= 64 {
+		return ^uint64(0), ^uint64(0) >> (128 - host)
+	}
+	return 1<<host - 1, 0
+}
+
 // MaxLen is the length of the largest frame the Builder makes.
 func (b *Builder) MaxLen() int { return b.maxLen }
 
@@ -424,12 +439,14 @@ func (b *Builder) NextLen() int {
 // next moves the field engine to its next combination.
 func (b *Builder) next() {
 	if b.order == Random {
-		for i, n := range b.n {
-			r := b.rng.Uint64()
-			if n != 0 {
-				r, _ = bits.Mul64(r, n) // uniform in [0, n)
+		for i := range fSrc { // the ports
+			b.idx[i], _ = bits.Mul64(b.rng.Uint64(), b.n[i]) // uniform in [0, n)
+		}
+		for i := fSrc; i <= fDst; i++ { // the addresses: random host bits
+			b.idx[i] = b.rng.Uint64() & b.mask[i]
+			if b.maskHi[i] != 0 {
+				b.idxHi[i] = b.rng.Uint64() & b.maskHi[i]
 			}
-			b.idx[i] = r
 		}
 		return
 	}
@@ -441,14 +458,23 @@ func (b *Builder) next() {
 	}
 }
 
-// step moves the sequential walk one combination on.
+// step moves the sequential walk one combination on. An IPv6 prefix
+// shorter than /64 is walked over all its host bits, with a carry into
+// the high 64: the walk wraps only after 2^host addresses.
 func (b *Builder) step() {
-	for i, n := range b.n {
+	for i := range fSrc { // the ports
 		b.idx[i]++
-		if b.idx[i] != n {
+		if b.idx[i] != b.n[i] {
 			return
 		}
 		b.idx[i] = 0
+	}
+	for i := fSrc; i <= fDst; i++ {
+		lo, c := bits.Add64(b.idx[i], 1, 0)
+		b.idx[i], b.idxHi[i] = lo&b.mask[i], (b.idxHi[i]+c)&b.maskHi[i]
+		if b.idx[i]|b.idxHi[i] != 0 {
+			return
+		}
 	}
 }
 
@@ -471,8 +497,8 @@ func (b *Builder) Build(buf []byte) int {
 	sport := b.sport + uint16(b.idx[fSport])
 	dport := b.dport + uint16(b.idx[fDport])
 	if b.v6 {
-		putAddr6(ip[8:24], &b.src, b.idx[fSrc])
-		putAddr6(ip[24:40], &b.dst, b.idx[fDst])
+		putAddr6(ip[8:24], &b.src, b.idxHi[fSrc], b.idx[fSrc])
+		putAddr6(ip[24:40], &b.dst, b.idxHi[fDst], b.idx[fDst])
 		binary.BigEndian.PutUint16(ip[4:], uint16(len(seg)))
 		pseudo = csum.PseudoHeaderIPv6([16]byte(ip[8:24]), [16]byte(ip[24:40]), ip[6], uint32(len(seg)))
 	} else {
@@ -520,8 +546,9 @@ func (b *Builder) advance() {
 	}
 }
 
-// putAddr6 writes base plus off (added to its low 64 bits) into a.
-func putAddr6(a []byte, base *[16]byte, off uint64) {
-	copy(a[:8], base[:8])
-	binary.BigEndian.PutUint64(a[8:], binary.BigEndian.Uint64(base[8:])+off)
+// putAddr6 writes base plus the 128-bit offset hi:lo into a.
+func putAddr6(a []byte, base *[16]byte, hi, lo uint64) {
+	lo, c := bits.Add64(binary.BigEndian.Uint64(base[8:]), lo, 0)
+	binary.BigEndian.PutUint64(a[:8], binary.BigEndian.Uint64(base[:8])+hi+c)
+	binary.BigEndian.PutUint64(a[8:], lo)
 }

@@ -34,7 +34,7 @@ func cfg(mode craft.Mode, v6 bool, vlans []uint16) *craft.Config {
 
 // TestFrames: every mode over IPv4 and IPv6 with 0, 1 and 2 VLAN tags
 // decodes with gopacket, with its checksums as gopacket computes them and
-// the fields the config asks for.
+// the fields the config asks for, VLAN tags with their TPIDs.
 func TestFrames(t *testing.T) {
 	for _, mode := range []craft.Mode{craft.UDP, craft.TCPSyn, craft.ICMPEcho, craft.Raw} {
 		for _, v6 := range []bool{false, true} {
@@ -53,8 +53,8 @@ func TestFrames(t *testing.T) {
 						if err != nil {
 							t.Fatalf("frame %d: %v", i, err)
 						}
-						if !equalU16(j.VLANs, vl) {
-							t.Fatalf("frame %d: VLANs %v, want %v", i, j.VLANs, vl)
+						if !equalU16(j.VLANs, vl) || !equalU16(j.TPIDs, wantTPIDs[len(vl)]) {
+							t.Fatalf("frame %d: VLANs %v TPIDs %#04x, want %v %#04x", i, j.VLANs, j.TPIDs, vl, wantTPIDs[len(vl)])
 						}
 						if mode == craft.Raw {
 							if j.EtherType != 0x88b5 || buf[n-1] != byte(n-1-14-4*len(vl)) {
@@ -107,6 +107,10 @@ func TestFrames(t *testing.T) {
 		}
 	}
 }
+
+// wantTPIDs are the TPIDs of 0, 1 and 2 tags: 802.1Q, and 802.1ad QinQ
+// (S-tag outside, C-tag inside).
+var wantTPIDs = [][]uint16{nil, {0x8100}, {0x88a8, 0x8100}}
 
 func equalU16(a, b []uint16) bool {
 	if len(a) != len(b) {
@@ -255,5 +259,46 @@ func TestStride(t *testing.T) {
 	}
 	if len(seen) != 24 {
 		t.Errorf("%d distinct combinations of 24", len(seen))
+	}
+}
+
+// TestWidePrefix: an IPv6 prefix shorter than /64 ranges over all its
+// host bits: with -dst 2001:db8::/48 in random order, bits 48..63 change
+// too, and the 48 bits of the prefix never do.
+func TestWidePrefix(t *testing.T) {
+	for _, bitsLen := range []int{48, 0} {
+		c := cfg(craft.UDP, true, nil)
+		c.Order, c.Seed = craft.Random, 3
+		c.Dst = netip.PrefixFrom(netip.MustParseAddr("2001:db8::"), bitsLen)
+		b, err := craft.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, b.MaxLen())
+		var or, and [16]byte
+		for i := range and {
+			and[i] = 0xff
+		}
+		for i := range 64 {
+			n := b.Build(buf)
+			if _, err := judge.Frame(buf[:n]); err != nil {
+				t.Fatalf("/%d frame %d: %v", bitsLen, i, err)
+			}
+			d := [16]byte(buf[14+24 : 14+40])
+			if !c.Dst.Contains(netip.AddrFrom16(d)) {
+				t.Fatalf("/%d: %v outside", bitsLen, netip.AddrFrom16(d))
+			}
+			for k := range d {
+				or[k] |= d[k]
+				and[k] &= d[k]
+			}
+		}
+		// A host bit that never changed in 64 draws: 1 or 0 all along.
+		for bit := bitsLen; bit < 128; bit++ {
+			m := byte(0x80) >> (bit % 8)
+			if or[bit/8]&m == and[bit/8]&m {
+				t.Errorf("/%d: address bit %d is %d in all 64 frames", bitsLen, bit, and[bit/8]&m>>(7-bit%8))
+			}
+		}
 	}
 }

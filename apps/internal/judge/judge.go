@@ -10,8 +10,9 @@ import (
 
 // Result is what Frame read from a frame with gopacket alone.
 type Result struct {
-	VLANs        []uint16
-	EtherType    layers.EthernetType
+	VLANs        []uint16            // VLAN IDs, outer first
+	TPIDs        []uint16            // each tag's TPID (0x8100, 0x88a8), outer first
+	EtherType    layers.EthernetType // after the tags
 	Src, Dst     string
 	Proto        string
 	SPort, DPort uint16
@@ -49,7 +50,9 @@ func Frame(frame []byte) (j Result, err error) {
 		}
 		switch l := l.(type) {
 		case *layers.Dot1Q:
+			// The TPID of a tag is the EtherType before it.
 			j.VLANs = append(j.VLANs, l.VLANIdentifier)
+			j.TPIDs = append(j.TPIDs, uint16(j.EtherType))
 			j.EtherType = l.Type
 		case *layers.IPv4:
 			net, start = l, off-len(l.Contents)
