@@ -66,8 +66,8 @@
 //	TEARDOWN                            pass  pass  pass
 //
 // In ZC the sender sends the first packet of each batch alone and the
-// rest once the receiver has it (or knows it was dropped, or is done; a
-// second at most). That is for the emulated device, not the kernel:
+// rest once the receiver has it and gave its frames back to the Fill
+// ring (or is done; a second at most). That is for the emulated device, not the kernel:
 // between two batches virtio_net may have no receive buffer posted (it
 // refills its ring from the Fill ring when it runs, after it received or
 // from a retry half a second later, and when it last ran the receiver

@@ -852,10 +852,11 @@ func (tc *testSpec) leadZC(s *side, si int) bool {
 }
 
 // awaitReceiver waits until the receiver is at position pos of its
-// stream rx (it has the packet that went alone, or knows it was
-// dropped), or the receiver is done or failed, for at most a second
-// (twice the interval at which a driver without receive buffers
-// retries): the wait paces the sender, it checks nothing.
+// stream rx (it has the packet that went alone and gave its frames back
+// to the Fill ring), or the receiver is done or failed, for at most a
+// second (twice the interval at which a driver without receive buffers
+// retries; a lead packet that is dropped costs that second): the wait
+// paces the sender, it checks nothing.
 func (tc *testSpec) awaitReceiver(rx *stream, pos int) {
 	for end := time.Now().Add(time.Second); rx.rxPos.Load() < int64(pos); {
 		if tc.rxDone.Load() || tc.fail.Load() || time.Now().After(end) {
@@ -1104,7 +1105,6 @@ func (tc *testSpec) receiveBatch(s *side, si int, rs *rxState) error {
 		nbFrags, pktLen = 0, 0
 	}
 	rs.pending = append(rs.pending[:0], rs.pending[whole:]...)
-	st.rxPos.Store(int64(st.cur))
 	if s.useFill {
 		for end := time.Now().Add(deadline); len(fill) > 0; {
 			k := sock.Fill().Produce(fill)
@@ -1114,6 +1114,9 @@ func (tc *testSpec) receiveBatch(s *side, si int, rs *rxState) error {
 			}
 		}
 	}
+	// Only now, with the frames back on the Fill ring for the driver to
+	// post, may a sender waiting in awaitReceiver go on.
+	st.rxPos.Store(int64(st.cur))
 	tc.inFlight.Add(-int64(sent))
 	return nil
 }
