@@ -460,6 +460,11 @@ func TestGenPcapTiming(t *testing.T) {
 	if m := late[len(late)/2]; m >= medLong {
 		t.Errorf("median lateness %v, not below the median 20 ms gap measured, %v", m, medLong)
 	}
+	// The capture alternates gaps of 2 and 20 ms: a replay that spread
+	// its packets evenly would pass the bound above, not this one.
+	if medLong <= medShort {
+		t.Errorf("the capture's 20 ms gaps came out no longer than its 2 ms gaps (medians %v and %v)", medLong, medShort)
+	}
 	fast := run("rate")
 	if fs := fast[n-1].at.Sub(fast[0].at); fs > fileAt[n-1]/2 {
 		t.Errorf("-pcap-timing rate at 20k/s took %v, the file's timing %v: the test cannot tell them apart", fs, fileAt[n-1])

@@ -82,7 +82,7 @@
 // (binding a NIC in zero-copy mode may take seconds).
 //
 // -size is the Ethernet frame length without the FCS (64..MTU+14, 4 bytes
-// more a -vlan tag), a
+// more with -vlan, one tag or two: the kernel forwards no more), a
 // comma-separated list "64,594,1514" with optional weights "64:7,594:4"
 // cycled in order, or "imix" (64:7,594:4,1514:1; over IPv6 the smallest
 // frame is 78 bytes, the headers' size). -rate is packets per

@@ -380,7 +380,9 @@ func (c *config) parseSizes() error {
 			s = strconv.Itoa(max(64, minSize)) // the default, raised to fit
 		}
 	}
-	maxSize := c.mtu + 14 + vlan // the tags are not in the MTU
+	// A tag is not in the MTU, but the kernel forwards MTU+14+4 bytes at
+	// most (is_skb_forwardable), also with QinQ's two tags.
+	maxSize := c.mtu + 14 + min(vlan, 4)
 	if s == "imix" {
 		// The simple IMIX, 7:4:1, its smallest frame raised to what the
 		// headers need (78 bytes over IPv6), its largest capped by the MTU.

@@ -118,14 +118,15 @@ func (rp *replay) peek() ([]byte, time.Duration, error) {
 }
 
 // tooLong: frame b is longer than one UMEM frame, or than the MTU allows
-// with its VLAN tags (4 bytes each, up to two: QinQ).
+// with a VLAN tag: the kernel forwards MTU+14+4 bytes at most
+// (is_skb_forwardable), also with two tags, so a full-size QinQ frame
+// would be dropped by the peer.
 func (rp *replay) tooLong(b []byte) bool {
 	limit := rp.mtuLen
-	for off := 12; off < 20 && len(b) >= off+2; off += 4 {
-		if et := binary.BigEndian.Uint16(b[off:]); et != pkt.EtherTypeVLAN && et != pkt.EtherTypeQinQ {
-			break
+	if len(b) >= 14 {
+		if et := binary.BigEndian.Uint16(b[12:]); et == pkt.EtherTypeVLAN || et == pkt.EtherTypeQinQ {
+			limit += 4
 		}
-		limit += 4
 	}
 	return len(b) > min(limit, rp.maxLen)
 }
@@ -162,7 +163,7 @@ func (rp *replay) rewrite(b []byte) {
 	if !rp.ips {
 		return
 	}
-	et, l3, proto, l4sum := ipHeaders(b)
+	et, l3, proto, l4sum, routed := ipHeaders(b)
 	var old [32]byte
 	switch {
 	case et == pkt.EtherTypeIPv4 && rp.src4 != [4]byte{}:
@@ -187,7 +188,13 @@ func (rp *replay) rewrite(b []byte) {
 		copy(a[0:16], rp.src6[:])
 		copy(a[16:32], rp.dst6[:])
 		if l4sum > 0 {
-			s := csum.Update(binary.BigEndian.Uint16(b[l4sum:]), old[:], a)
+			// With a routing header still to visit, the transport
+			// checksum's destination is its final one, which stays.
+			was, now := old[:], a
+			if routed {
+				was, now = old[:16], a[:16]
+			}
+			s := csum.Update(binary.BigEndian.Uint16(b[l4sum:]), was, now)
 			if s == 0 && proto == pkt.ProtoUDP {
 				s = 0xffff
 			}
@@ -203,11 +210,11 @@ func (rp *replay) rewrite(b []byte) {
 // ICMPv6 checksum field (0: none, a fragment after the first, or not
 // captured). The IP length fields are not checked against len(b): a
 // capture with a snap length cuts packets short.
-func ipHeaders(b []byte) (et uint16, l3 int, proto uint8, l4sum int) {
+func ipHeaders(b []byte) (et uint16, l3 int, proto uint8, l4sum int, routed bool) {
 	off := 12
 	for tags := 0; ; tags++ {
 		if len(b) < off+2 {
-			return 0, 0, 0, 0
+			return 0, 0, 0, 0, false
 		}
 		et = binary.BigEndian.Uint16(b[off:])
 		if tags == 2 || et != pkt.EtherTypeVLAN && et != pkt.EtherTypeQinQ {
@@ -220,7 +227,7 @@ func ipHeaders(b []byte) (et uint16, l3 int, proto uint8, l4sum int) {
 	switch et {
 	case pkt.EtherTypeIPv4:
 		if len(b) < l3+20 || b[l3]>>4 != 4 || b[l3]&15 < 5 {
-			return 0, 0, 0, 0
+			return 0, 0, 0, 0, false
 		}
 		proto = b[l3+9]
 		if binary.BigEndian.Uint16(b[l3+6:])&0x1fff == 0 { // the first fragment or none
@@ -228,25 +235,30 @@ func ipHeaders(b []byte) (et uint16, l3 int, proto uint8, l4sum int) {
 		}
 	case pkt.EtherTypeIPv6:
 		if len(b) < l3+40 || b[l3]>>4 != 6 {
-			return 0, 0, 0, 0
+			return 0, 0, 0, 0, false
 		}
 		proto = b[l3+6]
 		off := l3 + 40
 		for i := 0; i < 8 && l4 == 0; i++ { // at most 8 extension headers
 			switch proto {
 			case 0, 43, 60: // hop-by-hop, routing, destination options
-				if len(b) < off+2 {
-					return et, l3, proto, 0
+				if len(b) < off+2 || proto == 43 && len(b) < off+4 {
+					return et, l3, proto, 0, false
 				}
+				// With segments left, the pseudo-header of the
+				// transport checksum holds the routing header's
+				// final destination, not the IPv6 header's
+				// (RFC 8200 8.1).
+				routed = routed || proto == 43 && b[off+3] != 0
 				proto = b[off]
 				off += (int(b[off+1]) + 1) * 8
 			case 44: // fragment
 				if len(b) < off+4 {
-					return et, l3, proto, 0
+					return et, l3, proto, 0, false
 				}
 				proto = b[off]
 				if binary.BigEndian.Uint16(b[off+2:])&0xfff8 != 0 {
-					return et, l3, proto, 0 // not the first fragment
+					return et, l3, proto, 0, false // not the first fragment
 				}
 				off += 8
 			default:
@@ -254,7 +266,7 @@ func ipHeaders(b []byte) (et uint16, l3 int, proto uint8, l4sum int) {
 			}
 		}
 	default:
-		return 0, 0, 0, 0
+		return 0, 0, 0, 0, false
 	}
 	if l4 > 0 {
 		switch proto {
@@ -269,5 +281,5 @@ func ipHeaders(b []byte) (et uint16, l3 int, proto uint8, l4sum int) {
 	if l4sum+2 > len(b) {
 		l4sum = 0
 	}
-	return et, l3, proto, l4sum
+	return et, l3, proto, l4sum, routed
 }

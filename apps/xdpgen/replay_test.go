@@ -100,17 +100,18 @@ func TestReplayEmpty(t *testing.T) {
 	}
 }
 
-// TestVLANFullMTU: a frame of the full MTU with VLAN tags is longer than
-// MTU+14 by 4 bytes a tag. -size takes 1518 bytes with -vlan 100 (1522
-// with QinQ), and a replay sends such frames from a file, but no byte
-// more, and no untagged frame above 1514.
+// TestVLANFullMTU: a frame of the full MTU with a VLAN tag is longer than
+// MTU+14 by 4 bytes; the kernel forwards no more than that, also with
+// QinQ. -size takes 1518 bytes with -vlan 100 or -vlan 100,200, and a
+// replay sends such frames from a file, but no byte more, and no untagged
+// frame above 1514.
 func TestVLANFullMTU(t *testing.T) {
 	for _, tc := range []struct {
 		vlans []uint16
 		size  string
 		ok    bool
 	}{{nil, "1514", true}, {nil, "1518", false}, {[]uint16{100}, "1518", true}, {[]uint16{100}, "1519", false},
-		{[]uint16{100, 200}, "1522", true}, {[]uint16{100, 200}, "1523", false}} {
+		{[]uint16{100, 200}, "1518", true}, {[]uint16{100, 200}, "1519", false}} {
 		c := &config{mtu: 1500, iface: "veth0", vlans: tc.vlans, sizeS: tc.size, sizeSet: true, dstAddr: netip.MustParseAddr("198.18.0.2")}
 		if err := c.parseSizes(); (err == nil) != tc.ok {
 			t.Errorf("-vlan %v -size %s: %v, want ok %v", tc.vlans, tc.size, err, tc.ok)
@@ -124,7 +125,7 @@ func TestVLANFullMTU(t *testing.T) {
 	var want []int
 	for tags := range 3 {
 		for _, extra := range []int{0, 1} {
-			n := 1514 + 4*tags + extra
+			n := 1514 + 4*min(tags, 1) + extra
 			f := make([]byte, n)
 			for k := range tags {
 				binary.BigEndian.PutUint16(f[12+4*k:], []uint16{0x88a8, 0x8100}[k+2-tags])
@@ -237,5 +238,67 @@ func TestReplayNeverEarly(t *testing.T) {
 			rp.sent()
 		}
 		rp.Close()
+	}
+}
+
+// TestRewriteIPRouted: an IPv6 datagram with a routing header that still
+// has segments left carries in its UDP checksum the final destination of
+// the routing header (RFC 8200 8.1), which -pcap-rewrite-ip leaves as it
+// is: the checksum must stay right for the new source and that final
+// destination, not for the new IPv6 destination.
+func TestRewriteIPRouted(t *testing.T) {
+	final := netip.MustParseAddr("2001:db8:f::9").As16()
+	payload := []byte("routed datagram")
+	f := make([]byte, 14+40+24+8+len(payload))
+	binary.BigEndian.PutUint16(f[12:], 0x86dd)
+	ip := f[14:]
+	ip[0] = 0x60
+	binary.BigEndian.PutUint16(ip[4:], uint16(24+8+len(payload)))
+	ip[6], ip[7] = 43, 64
+	src, dst := netip.MustParseAddr("2001:db8:7::1").As16(), netip.MustParseAddr("2001:db8:8::1").As16()
+	copy(ip[8:], src[:])
+	copy(ip[24:], dst[:])
+	rh := ip[40:]
+	rh[0], rh[1], rh[2], rh[3] = 17, 2, 4, 1 // UDP next, 24 bytes, SRH, segments left 1
+	copy(rh[8:], final[:])
+	udp := rh[24:]
+	binary.BigEndian.PutUint16(udp[0:], 1000)
+	binary.BigEndian.PutUint16(udp[2:], 2000)
+	binary.BigEndian.PutUint16(udp[4:], uint16(8+len(payload)))
+	copy(udp[8:], payload)
+	sum := func(s, d [16]byte) uint16 { // UDP over IPv6, pseudo-header with s and d
+		var acc uint32
+		add := func(b []byte) {
+			for i := 0; i+1 < len(b); i += 2 {
+				acc += uint32(b[i])<<8 | uint32(b[i+1])
+			}
+			if len(b)%2 == 1 {
+				acc += uint32(b[len(b)-1]) << 8
+			}
+		}
+		add(s[:])
+		add(d[:])
+		var ph [8]byte
+		binary.BigEndian.PutUint32(ph[0:], uint32(len(udp)))
+		ph[7] = 17
+		add(ph[:])
+		add(udp)
+		for acc>>16 != 0 {
+			acc = acc&0xffff + acc>>16
+		}
+		return uint16(acc)
+	}
+	binary.BigEndian.PutUint16(udp[6:], ^sum(src, final))
+	if sum(src, final) != 0xffff {
+		t.Fatal("the test's own checksum is wrong")
+	}
+	rp := &replay{ips: true}
+	rp.src6, rp.dst6 = netip.MustParseAddr("2001:db8::1").As16(), netip.MustParseAddr("2001:db8::2").As16()
+	rp.rewrite(f)
+	if got := sum(rp.src6, final); got != 0xffff {
+		t.Fatalf("after the rewrite the UDP checksum does not hold for the new source and the final destination (sum %#04x)", got)
+	}
+	if string(ip[24:40]) != string(rp.dst6[:]) {
+		t.Fatal("the IPv6 destination was not rewritten")
 	}
 }

@@ -263,7 +263,7 @@ func New(cfg *Config) (*Builder, error) {
 		return b, nil
 	}
 
-	src, dst := cfg.Src, cfg.Dst
+	src, dst := cfg.Src.Masked(), cfg.Dst.Masked()
 	if !src.IsValid() || !dst.IsValid() || src.Addr().Is4() != dst.Addr().Is4() {
 		return nil, fmt.Errorf("%w: source %v and destination %v: want two prefixes of one family", ErrConfig, src, dst)
 	}
