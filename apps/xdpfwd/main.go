@@ -2,10 +2,8 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -114,7 +112,7 @@ func main() {
 		app.Fail("-icmp-rate %d: must be >= 0", c.icmpRate)
 	}
 	if c.maxPPSS != "" {
-		v, err := parseRate(c.maxPPSS)
+		v, err := cli.ParseRate(c.maxPPSS)
 		if err != nil {
 			app.Fail("-max-pps %v", err)
 		}
@@ -147,21 +145,4 @@ func main() {
 	if !sum.AccountingOK {
 		app.Fatal(fmt.Errorf("UMEM accounting: %s", sum.Accounting))
 	}
-}
-
-// parseRate parses a rate in packets/s: 10000, 10k, 1.5M.
-func parseRate(s string) (float64, error) {
-	v := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(s)), "pps")
-	mult := 1.0
-	switch {
-	case strings.HasSuffix(v, "k"):
-		v, mult = strings.TrimSuffix(v, "k"), 1e3
-	case strings.HasSuffix(v, "m"):
-		v, mult = strings.TrimSuffix(v, "m"), 1e6
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || !(f > 0) || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("%q: want packets/s above 0 (10000, 10k, 1.5M)", s)
-	}
-	return f * mult, nil
 }

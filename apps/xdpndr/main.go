@@ -85,14 +85,14 @@ func main() {
 func (c *config) check() error {
 	var err error
 	s := &c.search
-	if s.Min, err = parseRate(c.minS); err != nil {
+	if s.Min, err = cli.ParseRate(c.minS); err != nil {
 		return fmt.Errorf("-min %w", err)
 	}
-	if s.Max, err = parseRate(c.maxS); err != nil {
+	if s.Max, err = cli.ParseRate(c.maxS); err != nil {
 		return fmt.Errorf("-max %w", err)
 	}
 	if c.startS != "" {
-		if s.Start, err = parseRate(c.startS); err != nil {
+		if s.Start, err = cli.ParseRate(c.startS); err != nil {
 			return fmt.Errorf("-start %w", err)
 		}
 	}

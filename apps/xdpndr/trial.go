@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/xdpkit/xdpkit/apps/internal/cli"
 )
 
 // genTolerance is how far below the asked rate the generator may stay
@@ -45,25 +47,6 @@ func judge(rate float64, sent, received uint64, seconds, achieved, bound float64
 	return t
 }
 
-// parseRate parses a rate in packets/s: 10000, 10k, 1.5M, 2Mpps.
-func parseRate(s string) (float64, error) {
-	v := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(s)), "pps")
-	mult := 1.0
-	switch {
-	case strings.HasSuffix(v, "k"):
-		v, mult = strings.TrimSuffix(v, "k"), 1e3
-	case strings.HasSuffix(v, "m"):
-		v, mult = strings.TrimSuffix(v, "m"), 1e6
-	case strings.HasSuffix(v, "g"):
-		v, mult = strings.TrimSuffix(v, "g"), 1e9
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || !(f > 0) || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("%q: want a rate in packets/s above 0 (10000, 10k, 1.5M)", s)
-	}
-	return f * mult, nil
-}
-
 // parseResolution parses -resolution: a percentage of the upper bound
 // ("2%") or packets/s ("1000", "5k").
 func parseResolution(s string) (v float64, relative bool, err error) {
@@ -75,7 +58,7 @@ func parseResolution(s string) (v float64, relative bool, err error) {
 		}
 		return f / 100, true, nil
 	}
-	f, err := parseRate(s)
+	f, err := cli.ParseRate(s)
 	if err != nil || f < 1 {
 		return 0, false, fmt.Errorf("-resolution %q: want a percentage (2%%) or packets/s of at least 1 (1000, 5k)", s)
 	}
