@@ -98,8 +98,20 @@ type GridCell struct {
 	// fixed method, for information.
 	Ratio     float64 `json:"ratio"`
 	BestRatio float64 `json:"best_ratio"`
-	Pass      bool    `json:"pass"`
+	// Twin is the fixed method measured twice in the cell (auto's choice):
+	// Noise is how far the paired median of one copy over the other is
+	// from 1, plus twice its standard error (noiseOf); Band is the largest
+	// Noise of the cells of the same layout and size, by which the gate
+	// is widened (judgeGroup).
+	Twin  string  `json:"twin,omitempty"`
+	Noise float64 `json:"noise"`
+	Band  float64 `json:"band"`
+	Pass  bool    `json:"pass"`
 }
+
+// Within: the cell passes only because of the noise band (auto/worst is
+// below 1 - tolerance, but not by more than the band).
+func (c GridCell) Within(tol float64) bool { return c.Pass && c.Ratio < 1-tol }
 
 // Figure is a method's GB/s in a cell.
 type Figure struct {
@@ -293,6 +305,7 @@ func gridLayout(ctx context.Context, g *Grid, lay layout, rounds int) error {
 		return err
 	}
 	defer unix.Munmap(coldMem)
+	var group []GridCell
 	for _, size := range gridSizes {
 		src := make([]byte, size+srcSpan)
 		for i := range src {
@@ -310,19 +323,81 @@ func gridLayout(ctx context.Context, g *Grid, lay layout, rounds int) error {
 				}
 				cell := measureCell(reg, src, size, cold, offload, rounds)
 				cell.Layout = lay.Name
-				g.Cells = append(g.Cells, cell)
-				g.Pass = g.Pass && cell.Pass
-				verdict := "PASS"
-				if !cell.Pass {
-					verdict = "FAIL"
-				}
-				logf("grid: %-6s %5d B %-4s %-10s worst-for-auto %-13s %6.2f GB/s (median), auto=%-8s %6.2f GB/s (paired median x%.3f, best-of x%.3f) %s",
-					lay.Name, size, temp(cold), offl(offload), cell.Best, cell.Methods[cell.Best].Median,
-					cell.Auto, cell.Methods["auto"].Median, cell.Ratio, cell.BestRatio, verdict)
+				group = append(group, cell)
 			}
 		}
+		// One noise band for the layout and size: the cells of a group
+		// move the same bytes, and one twin pair per cell is a small
+		// sample of the run's noise.
+		judgeGroup(group, g.Tolerance)
+		for _, cell := range group {
+			g.Pass = g.Pass && cell.Pass
+			logf("grid: %-6s %5d B %-4s %-10s worst-for-auto %-13s %6.2f GB/s (median), auto=%-8s %6.2f GB/s (paired median x%.3f, best-of x%.3f; twin %s noise %.3f, band %.3f) %s",
+				lay.Name, size, temp(cell.Cold), offl(cell.Offload), cell.Best, cell.Methods[cell.Best].Median,
+				cell.Auto, cell.Methods["auto"].Median, cell.Ratio, cell.BestRatio, cell.Twin, cell.Noise, cell.Band, cellVerdict(cell, g.Tolerance))
+		}
+		g.Cells = append(g.Cells, group...)
+		group = group[:0]
 	}
 	return nil
+}
+
+// cellVerdict is a cell's verdict in words: PASS, PASS within noise
+// (behind by more than the tolerance, but not by more than the tolerance
+// and the band), or FAIL beyond noise.
+func cellVerdict(c GridCell, tol float64) string {
+	switch {
+	case !c.Pass:
+		return "FAIL beyond noise"
+	case c.Within(tol):
+		return "PASS within noise"
+	}
+	return "PASS"
+}
+
+// judgeGroup sets the noise band of every cell of one layout and size to
+// the largest noise among them, and each cell's verdict: auto/worst at
+// least 1 - tol - band.
+func judgeGroup(cells []GridCell, tol float64) {
+	band := 0.0
+	for _, c := range cells {
+		band = max(band, c.Noise)
+	}
+	for i := range cells {
+		cells[i].Band = band
+		cells[i].Pass = cells[i].Ratio >= 1-tol-band
+	}
+}
+
+// noiseOf is the noise that pure chance puts into the verdict's statistic,
+// measured on a and b, the per-round GB/s of one method run twice in the
+// same rounds: the distance from 1 of the median of a/b over the rounds
+// (what the statistic showed for identical methods: it includes any
+// effect of a method's place among the entries), plus twice the
+// standard error of that median estimated from the ratios' spread
+// (1.2533 * 1.4826 * MAD / sqrt(n), the MAD scaled to a standard
+// deviation): a second draw of the median may be that much further.
+func noiseOf(a, b []float64) float64 {
+	n := min(len(a), len(b))
+	if n == 0 {
+		return 0
+	}
+	rs := make([]float64, 0, n)
+	for i := 0; i < n; i++ {
+		if b[i] > 0 && a[i] > 0 {
+			rs = append(rs, a[i]/b[i])
+		}
+	}
+	if len(rs) == 0 {
+		return 0
+	}
+	m := median(rs)
+	dev := make([]float64, len(rs))
+	for i, r := range rs {
+		dev[i] = math.Abs(r - m)
+	}
+	se := 1.2533 * 1.4826 * median(dev) / math.Sqrt(float64(len(rs)))
+	return max(math.Abs(1-m), math.Abs(1-1/m)) + 2*se
 }
 
 // cellName names a cell in logs and the history.
@@ -369,6 +444,16 @@ func measureCell(reg *region, src []byte, size int, cold, offload bool, rounds i
 		es = append(es, &entry{name: m.name, m: m})
 	}
 	es = append(es, &entry{name: "auto", auto: true})
+	// The twin: auto's choice once more as a fixed method, an entry of its
+	// own in every round, to measure the noise of the run (noiseOf).
+	choice := txpath.ChooseCopy(size, cold, offload).String()
+	twinOf := fixed[0]
+	for _, m := range fixed {
+		if m.name == choice {
+			twinOf = m
+		}
+	}
+	es = append(es, &entry{name: twinOf.name + " (twin)", m: twinOf})
 	// Warm up every method once (page faults, branch predictors).
 	for _, e := range es {
 		trial(reg, src, size, e.m, e.auto, cold, offload)
@@ -384,16 +469,35 @@ func measureCell(reg *region, src []byte, size int, cold, offload bool, rounds i
 			e.v = append(e.v, trial(reg, src, size, e.m, e.auto, cold, offload))
 		}
 	}
-	cell := GridCell{Size: size, Cold: cold, Offload: offload, Methods: map[string]Figure{},
-		Auto: txpath.ChooseCopy(size, cold, offload).String()}
-	bestV := 0.0
-	var auto *entry
+	rs := map[string][]float64{}
 	for _, e := range es {
-		f := Figure{Best: slices.Max(e.v), Median: median(e.v)}
-		cell.Methods[e.name] = f
-		if e.auto {
-			auto = e
-		} else {
+		rs[e.name] = e.v
+	}
+	cell := summarizeCell(rs, names(fixed), twinOf.name)
+	cell.Size, cell.Cold, cell.Offload, cell.Auto = size, cold, offload, choice
+	return cell
+}
+
+func names(ms []method) []string {
+	var s []string
+	for _, m := range ms {
+		s = append(s, m.name)
+	}
+	return s
+}
+
+// summarizeCell makes a cell of its rounds: rs holds the per-round GB/s
+// by name, of the fixed methods, "auto", and twin's second copy under
+// twin + " (twin)". The cell's verdict waits for its group (judgeGroup).
+func summarizeCell(rs map[string][]float64, fixed []string, twin string) GridCell {
+	cell := GridCell{Methods: map[string]Figure{}, Twin: twin}
+	auto := rs["auto"]
+	bestV := 0.0
+	for _, name := range append(slices.Clone(fixed), "auto") {
+		v := rs[name]
+		f := Figure{Best: slices.Max(v), Median: median(v)}
+		cell.Methods[name] = f
+		if name != "auto" {
 			bestV = max(bestV, f.Best)
 		}
 	}
@@ -404,20 +508,18 @@ func measureCell(reg *region, src []byte, size int, cold, offload bool, rounds i
 	// the cell's ratio is the smallest, against the method auto does worst
 	// against by this same statistic.
 	cell.Ratio = math.Inf(1)
-	ratios := make([]float64, len(auto.v))
-	for _, e := range es {
-		if e.auto {
-			continue
-		}
-		for r := range auto.v {
-			ratios[r] = auto.v[r] / e.v[r]
+	ratios := make([]float64, len(auto))
+	for _, name := range fixed {
+		v := rs[name]
+		for r := range auto {
+			ratios[r] = auto[r] / v[r]
 		}
 		if m := median(ratios); m < cell.Ratio {
-			cell.Ratio, cell.Best = m, e.name
+			cell.Ratio, cell.Best = m, name
 		}
 	}
 	cell.BestRatio = cell.Methods["auto"].Best / bestV
-	cell.Pass = cell.Ratio >= 1-gridTolerance
+	cell.Noise = noiseOf(rs[twin+" (twin)"], rs[twin])
 	return cell
 }
 

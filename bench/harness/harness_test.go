@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -84,8 +85,14 @@ func TestMeasureCell(t *testing.T) {
 	if c.Auto != txpath.ChooseCopy(1500, false, true).String() || c.Best == "" || c.Best == "auto" {
 		t.Errorf("cell %+v", c)
 	}
-	if c.Pass != (c.Ratio >= 1-gridTolerance) {
-		t.Errorf("pass %v with ratio %v", c.Pass, c.Ratio)
+	// The twin pair is auto's choice, and the noise is measured.
+	if c.Twin != c.Auto || c.Noise < 0 || math.IsNaN(c.Noise) {
+		t.Errorf("twin %q (auto %q), noise %v", c.Twin, c.Auto, c.Noise)
+	}
+	cells := []GridCell{c}
+	judgeGroup(cells, gridTolerance)
+	if c = cells[0]; c.Band != c.Noise || c.Pass != (c.Ratio >= 1-gridTolerance-c.Band) {
+		t.Errorf("pass %v with ratio %v, band %v", c.Pass, c.Ratio, c.Band)
 	}
 	// Without offload, the candidate outside ChooseCopy's set is measured.
 	c = measureCell(newRegion(mem, 1500, 2048, 298), src, 1500, true, false, 3)

@@ -28,6 +28,47 @@ type Target struct {
 	// only the generator facing C missed the rate: then the row's name
 	// says so, and the loads differ).
 	Met bool `json:"met"`
+	// Missed: a miss beyond the spread, which no pairing of the runs
+	// explains: not met, and every paired run on the wrong side of 1.00
+	// (RunHi < 1 for Mpps and speed, RunLo > 1 for CPU), or xdpkit
+	// delivered less than 99% of C's rate. A goal neither Met nor Missed
+	// is met within its spread.
+	Missed bool `json:"missed"`
+}
+
+// judge sets t.Missed from t.Met and the spread; delivered is false when a
+// CPU row's xdpkit side delivered too few packets.
+func (t *Target) judge(delivered bool) {
+	switch {
+	case t.Met:
+		t.Missed = false
+	case t.What == "CPU":
+		t.Missed = !delivered || t.RunLo > 1
+	default:
+		t.Missed = t.RunHi < 1
+	}
+}
+
+// targetVerdict is a goal's verdict in words.
+func targetVerdict(t Target) string {
+	switch {
+	case t.Met:
+		return "met"
+	case t.Missed:
+		return "not met"
+	}
+	return "met within spread"
+}
+
+// missedGoals counts the goals missed beyond their spread.
+func missedGoals(ts []Target) int {
+	n := 0
+	for _, t := range ts {
+		if t.Missed {
+			n++
+		}
+	}
+	return n
 }
 
 // targets derives the efficiency goals from the AF_XDP cases and csum's
@@ -46,6 +87,7 @@ func targets(cases []XDPCase, paired []PairedResult) []Target {
 			t := Target{Name: name + ", max rate", What: "Mpps", Ratio: c.Ratio}
 			t.RunLo, t.RunHi = pairRange(c, func(r XDPRun) float64 { return r.Mpps })
 			t.Met = t.Ratio >= 1
+			t.judge(true)
 			out = append(out, t)
 		case c.Rate > 0 && c.Mode == "rxdrop" && (reached(c.CSum, c.Rate) || reached(c.GoSum, c.Rate)):
 			for _, side := range []struct {
@@ -62,7 +104,9 @@ func targets(cases []XDPCase, paired []PairedResult) []Target {
 			}
 			t := Target{Name: name, What: "CPU", Ratio: gc / cc}
 			t.RunLo, t.RunHi = pairRange(c, func(r XDPRun) float64 { return r.ProgPerM.Total() })
-			t.Met = t.Ratio <= 1 && c.GoSum.Mpps >= 0.99*c.CSum.Mpps
+			delivered := c.GoSum.Mpps >= 0.99*c.CSum.Mpps
+			t.Met = t.Ratio <= 1 && delivered
+			t.judge(delivered)
 			out = append(out, t)
 		}
 	}
@@ -70,8 +114,10 @@ func targets(cases []XDPCase, paired []PairedResult) []Target {
 		if p.Bench != "sum" || p.Ratio <= 0 {
 			continue
 		}
-		out = append(out, Target{Name: fmt.Sprintf("csum.Sum %d B (paired)", p.Size), What: "speed",
-			Ratio: p.Ratio, RunLo: p.P10, RunHi: p.P90, Met: p.Ratio >= 1})
+		t := Target{Name: fmt.Sprintf("csum.Sum %d B (paired)", p.Size), What: "speed",
+			Ratio: p.Ratio, RunLo: p.P10, RunHi: p.P90, Met: p.Ratio >= 1}
+		t.judge(true)
+		out = append(out, t)
 	}
 	return out
 }
@@ -118,18 +164,17 @@ func writeTargets(b *strings.Builder, ts []Target) {
 			met++
 		}
 	}
-	fmt.Fprintf(b, "\n### Efficiency goals in this run: %d of %d met\n\n", met, len(ts))
+	fmt.Fprintf(b, "\n### Efficiency goals in this run: %d of %d met, %d missed beyond their spread\n\n", met, len(ts), missedGoals(ts))
 	b.WriteString("xdpkit/C from the tables below, of the medians over the runs; *spread* is the range of xdpkit/C " +
 		"over the runs paired as they alternated (for csum: the 10th-90th percentiles over the blocks). Mpps and speed " +
 		"rows are met at 1.00 or more (speed: C's ns over Go's). CPU rows compare the receiver's " +
 		"CPU-seconds per million packets (its on-CPU time, read in ns) and are met at 1.00 or less, when xdpkit delivered at least 99% " +
-		"of C's rate.\n\n")
+		"of C's rate. A goal not met is *met within spread* when its spread reaches the goal (some paired run met it); " +
+		"it is *not met* only when the whole spread misses it (or xdpkit delivered less than 99% of C's rate), " +
+		"and only such a miss makes make bench exit non-zero.\n\n")
 	b.WriteString("| goal | compared | xdpkit/C | spread | |\n|---|---|---:|---|---|\n")
 	for _, t := range ts {
-		v := "met"
-		if !t.Met {
-			v = "not met"
-		}
+		v := targetVerdict(t)
 		what := "Mpps (higher is better)"
 		switch t.What {
 		case "CPU":

@@ -37,14 +37,15 @@ func TestTargets(t *testing.T) {
 		ratio  float64
 		lo, hi float64
 		met    bool
+		missed bool // beyond the spread
 	}{
-		{"fwd 64 B, max rate", 1.05, 0.9, 1.2, true},
-		{"l3fwd 1500 B, max rate", 0.99, 0.99, 0.99, false},
-		{"rxdrop 64 B @ 100 kpps", 0.75, 0.75, 0.75, true},
-		{"rxdrop 64 B @ 300 kpps, NAPI deferral", 0.5, 0.5, 0.5, false},
-		{"rxdrop 64 B @ 300 kpps (unequal load: C's generator reached 0.279 Mpps)", 0.5, 0.5, 0.5, true},
-		{"csum.Sum 64 B (paired)", 1.4, 1.1, 1.7, true},
-		{"csum.Sum 256 B (paired)", 0.9996, 0.9, 1.1, false},
+		{"fwd 64 B, max rate", 1.05, 0.9, 1.2, true, false},
+		{"l3fwd 1500 B, max rate", 0.99, 0.99, 0.99, false, true},
+		{"rxdrop 64 B @ 100 kpps", 0.75, 0.75, 0.75, true, false},
+		{"rxdrop 64 B @ 300 kpps, NAPI deferral", 0.5, 0.5, 0.5, false, true},
+		{"rxdrop 64 B @ 300 kpps (unequal load: C's generator reached 0.279 Mpps)", 0.5, 0.5, 0.5, true, false},
+		{"csum.Sum 64 B (paired)", 1.4, 1.1, 1.7, true, false},
+		{"csum.Sum 256 B (paired)", 0.9996, 0.9, 1.1, false, false},
 	}
 	if len(ts) != len(want) {
 		t.Fatalf("targets: %+v", ts)
@@ -52,16 +53,53 @@ func TestTargets(t *testing.T) {
 	near := func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 	for i, w := range want {
 		g := ts[i]
-		if g.Name != w.name || !near(g.Ratio, w.ratio) || !near(g.RunLo, w.lo) || !near(g.RunHi, w.hi) || g.Met != w.met {
+		if g.Name != w.name || !near(g.Ratio, w.ratio) || !near(g.RunLo, w.lo) || !near(g.RunHi, w.hi) || g.Met != w.met || g.Missed != w.missed {
 			t.Errorf("target %d: got %+v, want %+v", i, g, w)
 		}
 	}
 	var b strings.Builder
 	writeTargets(&b, ts)
-	for _, s := range []string{"4 of 7 met", "| fwd 64 B, max rate | Mpps (higher is better) | 1.05 | 0.90-1.20 | met |", "| csum.Sum 256 B (paired) | speed against the best C kernel (higher is better) | 0.9996 | 0.90-1.10 | not met |",
+	for _, s := range []string{"4 of 7 met", "| fwd 64 B, max rate | Mpps (higher is better) | 1.05 | 0.90-1.20 | met |", "| csum.Sum 256 B (paired) | speed against the best C kernel (higher is better) | 0.9996 | 0.90-1.10 | met within spread |",
+		"4 of 7 met, 2 missed beyond their spread",
 		"| rxdrop 64 B @ 300 kpps, NAPI deferral | receiver CPU per packet (lower is better) | 0.50 | 0.50-0.50 | not met |"} {
 		if !strings.Contains(b.String(), s) {
 			t.Errorf("table lacks %q:\n%s", s, b.String())
 		}
+	}
+}
+
+// TestTargetMissedBeyondSpread: a goal is missed beyond its spread only
+// when every paired run is on the wrong side (for CPU: above 1), and the
+// exit status follows only such misses.
+func TestTargetMissedBeyondSpread(t *testing.T) {
+	for _, tc := range []struct {
+		t      Target
+		missed bool
+	}{
+		{Target{What: "Mpps", Ratio: 0.98, RunLo: 0.95, RunHi: 1.02}, false},
+		{Target{What: "Mpps", Ratio: 0.9, RunLo: 0.85, RunHi: 0.97}, true},
+		{Target{What: "CPU", Ratio: 1.03, RunLo: 0.98, RunHi: 1.1}, false},
+		{Target{What: "CPU", Ratio: 1.2, RunLo: 1.1, RunHi: 1.3}, true},
+		{Target{What: "speed", Ratio: 0.99, RunLo: 0.9, RunHi: 1.1}, false},
+	} {
+		tg := tc.t
+		tg.judge(true)
+		if tg.Missed != tc.missed {
+			t.Errorf("%+v: missed %v, want %v", tc.t, tg.Missed, tc.missed)
+		}
+	}
+	// A CPU row that delivered too few packets is missed, whatever its spread.
+	tg := Target{What: "CPU", Ratio: 0.5, RunLo: 0.4, RunHi: 0.6}
+	if tg.judge(false); !tg.Missed {
+		t.Errorf("short delivery not missed: %+v", tg)
+	}
+	// Exit status: a goal met within its spread is not an error, a miss beyond it is.
+	within := &Results{Paired: []PairedResult{{Bench: "sum", Size: 64, Ratio: 0.99, P10: 0.9, P90: 1.1}}}
+	if err := verdictErr(within); err != nil {
+		t.Errorf("met within spread: %v", err)
+	}
+	beyond := &Results{Paired: []PairedResult{{Bench: "sum", Size: 64, Ratio: 0.8, P10: 0.7, P90: 0.9}}}
+	if err := verdictErr(beyond); err == nil {
+		t.Error("a miss beyond the spread: no error")
 	}
 }
