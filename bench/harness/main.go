@@ -19,7 +19,7 @@ import (
 	"time"
 )
 
-const defaultParts = "xdp,micro,deliver,grid,wake,gen"
+const defaultParts = "xdp,micro,deliver,grid,wake,gen,latency"
 
 // config is the command line.
 type config struct {
@@ -57,6 +57,8 @@ type Results struct {
 	Wake *Wake `json:"wake,omitempty"`
 	// Gen is xdpgen's modes, TX only (genbench.go).
 	Gen []GenCase `json:"xdpgen,omitempty"`
+	// Latency is the one-way delay rows (latency.go).
+	Latency *Latency `json:"latency,omitempty"`
 
 	// Paired is csum's Go/C comparison in one process (paired.go).
 	Paired []PairedResult `json:"paired,omitempty"`
@@ -88,7 +90,7 @@ func main() {
 	flag.BoolVar(&c.quick, "quick", false, "run every case once, briefly (CI)")
 	flag.IntVar(&c.runs, "runs", 5, "measured runs of each AF_XDP case and implementation")
 	flag.IntVar(&c.seconds, "seconds", 2, "length of one AF_XDP run")
-	flag.StringVar(&c.only, "only", defaultParts, "parts to run: xdp, micro, deliver, grid, wake, gen (comma-separated)")
+	flag.StringVar(&c.only, "only", defaultParts, "parts to run: xdp, micro, deliver, grid, wake, gen, latency (comma-separated)")
 	flag.StringVar(&c.modes, "modes", defaultModes, "AF_XDP modes to run: txonly, rxdrop, fwd, l3fwd (comma-separated)")
 	match := flag.String("match", "", "run only the AF_XDP cases whose name (e.g. \"fwd 64 B at 100 kpps\") matches this regular expression")
 	flag.StringVar(&c.bin, "bin", "", "build the benchmark programs into this directory and keep them (default: a temporary one), e.g. for perf report")
@@ -260,6 +262,13 @@ func run(c *config) error {
 			return fmt.Errorf("xdpgen: %w", err)
 		}
 	}
+	if slices.Contains(parts, "latency") {
+		l, err := runLatency(ctx, c, bin)
+		res.Latency = l
+		if err != nil {
+			return fmt.Errorf("latency: %w", err)
+		}
+	}
 	res.Elapsed = time.Since(start).Seconds()
 
 	// history.jsonl: every full run appends its line (quick runs measure
@@ -313,7 +322,7 @@ func verdictErr(res *Results) error {
 	if res.Grid != nil && !res.Grid.Pass {
 		errs = append(errs, errors.New("copy-policy grid: auto is behind a fixed method by more than 3% and the run's noise band in some cell (FAIL beyond noise)"))
 	}
-	if n := missedGoals(targets(res.XDP, res.Paired)); n > 0 {
+	if n := missedGoals(allTargets(res)); n > 0 {
 		errs = append(errs, fmt.Errorf("efficiency goals: %d missed beyond their spread", n))
 	}
 	return errors.Join(errs...)

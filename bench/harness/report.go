@@ -24,10 +24,11 @@ func report(r *Results) string {
 	}
 	fmt.Fprintf(&b, "%s; %s. Total time %.0f s.\n", mode, pin, r.Elapsed)
 
-	writeTargets(&b, targets(r.XDP, r.Paired))
+	writeTargets(&b, allTargets(r))
 	if len(r.XDP) > 0 {
 		writeXDP(&b, r)
 	}
+	writeLatency(&b, r.Latency, r.Runs)
 	if len(r.Micro) > 0 {
 		b.WriteString("\n### Micro-benchmarks, hot source, best time (GB/s = bytes/ns)\n\n")
 		b.WriteString("| benchmark | size | Go (xdpkit) | C |\n|---|---:|---|---|\n")

@@ -13,8 +13,9 @@ type Target struct {
 	// What is compared: "Mpps" (higher is better), "CPU" (the measured
 	// program's CPU-seconds per million counted packets, its on-CPU
 	// time read in ns; lower
-	// is better) or "speed" (csum's paired comparison: C's ns over Go's,
-	// higher is better).
+	// is better), "speed" (csum's paired comparison: C's ns over Go's,
+	// higher is better) or "p50" and "p99" (the latency rows' one-way
+	// delay, lower is better).
 	What string `json:"what"`
 	// Ratio is xdpkit/C of the medians over the runs.
 	Ratio float64 `json:"ratio"`
@@ -42,7 +43,7 @@ func (t *Target) judge(delivered bool) {
 	switch {
 	case t.Met:
 		t.Missed = false
-	case t.What == "CPU":
+	case t.What == "CPU" || t.What == "p50" || t.What == "p99":
 		t.Missed = !delivered || t.RunLo > 1
 	default:
 		t.Missed = t.RunHi < 1
@@ -122,6 +123,11 @@ func targets(cases []XDPCase, paired []PairedResult) []Target {
 	return out
 }
 
+// allTargets are every goal of a run: targets' and the latency rows'.
+func allTargets(r *Results) []Target {
+	return append(targets(r.XDP, r.Paired), latencyTargets(r.Latency)...)
+}
+
 // reached: the generator offered the case's rate (within 5%). A row whose
 // rate neither generator reached is a maximum-rate row in disguise; one
 // that only the generator facing C missed (its CPU also runs veth's XDP
@@ -181,6 +187,8 @@ func writeTargets(b *strings.Builder, ts []Target) {
 			what = "receiver CPU per packet (lower is better)"
 		case "speed":
 			what = "speed against the best C kernel (higher is better)"
+		case "p50", "p99":
+			what = "one-way delay " + t.What + " (lower is better)"
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %.2f-%.2f | %s |\n", t.Name, what, ratio2(t.Ratio), t.RunLo, t.RunHi, v)
 	}

@@ -40,6 +40,13 @@
 // Poller sleeps in ppoll on its own thread, as xdpbench sleeps in poll(2),
 // instead of in the Go runtime's poller. make bench's harness passes it.
 //
+// --latency (rxdrop) measures the one-way delay of xdpgen -timestamp's
+// packets as xdpbench --latency does (latency.go): the send time in the
+// payload against CLOCK_TAI read once per poll round, in a histogram
+// allocated before the run; the JSON line adds "lat_samples",
+// "lat_negative", "lat_p50_ns", "lat_p99_ns", "lat_p999_ns", "lat_max_ns"
+// and "cpu_ns" (the process's CPU time over the run).
+//
 // Defaults match xdpbench's: rings of 2048 entries, batch 64, 4096 frames
 // of 4096 bytes, copy mode, need_wakeup on, native XDP. At the end it
 // prints one JSON line on stdout with the fields of xdpbench's line (mode,

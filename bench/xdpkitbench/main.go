@@ -64,6 +64,7 @@ type options struct {
 	napiDefer         int           // rxdrop: napi_defer_hard_irqs of -i's NAPIs (-1: leave; set with napiFlush)
 	napiFlush         time.Duration // rxdrop: gro_flush_timeout of -i's NAPIs (-1: leave)
 	thread            bool          // rxdrop, fwd: rxpath.Config.Thread
+	latency           bool          // rxdrop: one-way delay of stamped packets (latency.go)
 }
 
 var o options
@@ -177,6 +178,7 @@ func parseArgs(args []string) {
 	fs.DurationVar(&o.coalesce, "coalesce", 0, "rxdrop, fwd: rxpath.Config.Coalesce, the poller's nap while packets flow (0: its default; negative: never nap)")
 	num(&o.napiDefer, "", "napi-defer", -1, "rxdrop: set napi_defer_hard_irqs of -i's NAPIs for the run (xsk.SetNAPIDeferral; -1: leave; with --napi-gro-flush)")
 	fs.DurationVar(&o.napiFlush, "napi-gro-flush", -1, "rxdrop: set gro_flush_timeout of -i's NAPIs for the run (-1: leave; with --napi-defer)")
+	boolean(&o.latency, "", "latency", "rxdrop: one-way delay of xdpgen -timestamp's packets (p50, p99, p99.9) and the process's CPU time, as xdpbench --latency")
 	boolean(&o.thread, "", "thread", "rxdrop, fwd: rxpath.Config.Thread: while packets flow, sleep in ppoll(2) on the poller's own thread")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -582,6 +584,8 @@ type receiver struct {
 	data  [][]byte
 	drop  []uint64
 	touch byte
+
+	lat *latHist // rxdrop --latency
 }
 
 func (r *receiver) Receive(p *rxpath.Packet) {
@@ -605,6 +609,9 @@ func (r *receiver) Receive(p *rxpath.Packet) {
 			r.flush()
 		}
 	}
+	if r.lat != nil {
+		r.lat.observe(p.Data)
+	}
 	if o.count > 0 && r.frames >= o.count {
 		r.cancel()
 	}
@@ -616,6 +623,9 @@ func (r *receiver) Receive(p *rxpath.Packet) {
 func (r *receiver) EndRound() {
 	if r.out != nil && len(r.pend) > 0 {
 		r.flush()
+	}
+	if r.lat != nil {
+		r.lat.endRound()
 	}
 	if r.frames != r.seen {
 		r.seen = r.frames
@@ -781,9 +791,14 @@ func runRX(fwd bool) {
 		}
 		cancel()
 	}()
+	if o.latency && !fwd {
+		r.lat = &latHist{taiOffset: taiOffset()}
+	}
 	ready()
 	r.start = time.Now()
+	cpu0 := processCPU()
 	err = p.Run(ctx, r)
+	cpu := processCPU() - cpu0
 	if fwd {
 		r.flush()
 		dl := time.Now().Add(drainTime)
@@ -841,6 +856,9 @@ func runRX(fwd bool) {
 		ps, _ := p.Stats() // rounds, full_rounds and sleeps are above
 		fmt.Fprintf(&b, `,"spins":%d,"preempted":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d,"nap_cost_ns":%d,"naps_forgone":%d,"nap_packet_ns":%d,"sleep_packet_ns":%d,"wakeups":%d,"syscalls":%d,"sleep_cost_ns":%d,"expected_gap_ns":%d,"sleep_cpu_ns":%d,"spin_limit_ns":%d`,
 			ps.Spins, ps.Preempted, ps.Naps, ps.NapsEmpty, ps.NapTime.Nanoseconds(), ps.NapCost.Nanoseconds(), ps.NapsForgone, ps.NapPacketCost.Nanoseconds(), ps.SleepPacketCost.Nanoseconds(), ps.Wakeups, ps.Syscalls, ps.SleepCost.Nanoseconds(), ps.ExpectedGap.Nanoseconds(), ps.SleepCPU.Nanoseconds(), ps.SpinLimit.Nanoseconds())
+	}
+	if r.lat != nil {
+		r.lat.json(&b, cpu)
 	}
 	b.WriteString("}\n")
 	os.Stdout.WriteString(b.String())
