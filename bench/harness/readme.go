@@ -20,7 +20,7 @@ func readmeReport(r *Results) string {
 		"Every table: [bench/out/summary.md](bench/out/summary.md); what each row measures: [docs/benchmarks.md](docs/benchmarks.md).\n",
 		m.CPU, m.CPUs, kernelVersion(m.Kernel), m.Go, m.GCC, r.Runs, r.Seconds)
 
-	ts := targets(r.XDP, r.Paired)
+	ts := allTargets(r)
 	if len(ts) > 0 {
 		met := 0
 		for _, t := range ts {
@@ -93,6 +93,8 @@ func targetWhat(what string) string {
 		return "receiver CPU per packet (lower is better)"
 	case "speed":
 		return "speed against the best C kernel (higher is better)"
+	case "p50", "p99":
+		return "one-way delay " + what + " (lower is better)"
 	}
 	return "Mpps (higher is better)"
 }
