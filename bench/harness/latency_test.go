@@ -125,4 +125,17 @@ func TestLatencyTargets(t *testing.T) {
 	if !strings.Contains(b.String(), "one-way delay p50 (lower is better)") {
 		t.Errorf("the goal table does not say what a p50 goal compares:\n%s", b.String())
 	}
+
+	// README: one row per rate for its three goals, met only if all are.
+	readme := readmeReport(&Results{Latency: l})
+	rows := 0
+	for _, line := range strings.Split(readme, "\n") {
+		if strings.HasPrefix(line, "| latency ") {
+			rows++
+		}
+	}
+	if rows != 3 || !strings.Contains(readme, "| p50, p99, CPU (lower is better) | 0.50, 0.50, 0.50 |") ||
+		!strings.Contains(readme, "300 kpps, xdpkit against C poll(2) | p50, p99, CPU (lower is better) | 5.00, 1.05, 0.50 | 5.00-5.00, 0.90-1.17, 0.50-0.50 | not met |") {
+		t.Errorf("README's latency rows (want 3, one per rate):\n%s", readme)
+	}
 }
