@@ -169,8 +169,18 @@ func (s *frameSender) send(t *testing.T, f []byte) {
 	a := s.addr
 	et := binary.BigEndian.Uint16(f[12:])
 	a.Protocol = et<<8 | et>>8
-	if err := unix.Sendto(s.fd, f, 0, &a); err != nil {
-		t.Fatalf("sendto: %v", err)
+	// ENOBUFS: the device's queue is full (a slow machine, an emulated
+	// one): the frame was not sent, so send it again once the queue has
+	// drained, for a bounded time.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		err := unix.Sendto(s.fd, f, 0, &a)
+		if err == nil {
+			return
+		}
+		if err != unix.ENOBUFS || time.Now().After(deadline) {
+			t.Fatalf("sendto: %v", err)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -204,6 +204,18 @@ func holdsPseudo(got uint16, pseudo uint32) bool {
 func (f *forwarder) EndRound() {
 	if f.pending > 0 {
 		f.flush()
+	} else {
+		// Frames on a TX ring that the kernel has not taken (its copy
+		// mode refused a kick while the device's queue was full, or
+		// stopped at its TX budget): kick again at the end of every
+		// round, also of an idle one, so that none waits for the next
+		// packet to come in.
+		for _, q := range f.ports {
+			if q.sock.TX().Pending() > 0 {
+				f.kick(q)
+				f.reap(q)
+			}
+		}
 	}
 	f.hasNow, f.policed = false, false
 	if !f.started {
