@@ -58,11 +58,9 @@ func genCases(pcapFile string) []GenCase {
 // c.seconds, pinned to the measuring CPU.
 func runGen(ctx context.Context, c *config, bin string) (_ []GenCase, err error) {
 	vethns.Sweep()
-	gen := filepath.Join(bin, "xdpgen")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", gen, "./xdpgen")
-	cmd.Dir = filepath.Join(c.repo, "apps")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build xdpgen: %w\n%s", err, b)
+	gen, err := buildXdpgen(ctx, c, bin)
+	if err != nil {
+		return nil, err
 	}
 	var cl cleanups
 	defer func() {
@@ -235,4 +233,15 @@ func writeGen(b *strings.Builder, cs []GenCase) {
 		fmt.Fprintf(b, "| %s | `%s` | %d B | %.3f | %s | %.2f%% |\n", c.Name, strings.Join(c.Args, " "), c.Size, c.Median,
 			strings.Join(runs, ", "), 100*loss)
 	}
+}
+
+// buildXdpgen builds apps/xdpgen into dir and returns its path.
+func buildXdpgen(ctx context.Context, c *config, dir string) (string, error) {
+	gen := filepath.Join(dir, "xdpgen")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", gen, "./xdpgen")
+	cmd.Dir = filepath.Join(c.repo, "apps")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build xdpgen: %w\n%s", err, b)
+	}
+	return gen, nil
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -313,11 +311,9 @@ func runLatency(ctx context.Context, c *config, dir string) (_ *Latency, err err
 	if err != nil {
 		return nil, err
 	}
-	genbin := filepath.Join(dir, "xdpgen")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", genbin, "./xdpgen")
-	cmd.Dir = filepath.Join(c.repo, "apps")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build xdpgen: %w\n%s", err, out)
+	genbin, err := buildXdpgen(ctx, c, dir)
+	if err != nil {
+		return nil, err
 	}
 	var cl cleanups
 	defer func() {
