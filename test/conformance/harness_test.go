@@ -760,7 +760,7 @@ func (tc *testSpec) sendBatch(s *side, si int) (cont bool, err error) {
 		st.led = !st.led
 	}
 	descs := make([]xsk.Desc, 0, size)
-	validPkts, validFrags := 0, 0
+	pkts, validFrags := 0, 0
 	var valid, invalid []uint64
 	for len(descs) < size {
 		p := st.nextTX()
@@ -805,12 +805,17 @@ func (tc *testSpec) sendBatch(s *side, si int) (cont bool, err error) {
 				invalid = append(invalid, d.Addr)
 			}
 		}
+		pkts++
 		if p != nil && p.valid {
-			validPkts++
 			validFrags += nf
 		}
 	}
-	tc.inFlight.Add(int64(validPkts))
+	// Invalid packets count too: the receiver passes them in its stream
+	// and counts them as it goes (the kernel suite counts only valid
+	// ones here, so that its count falls by one per invalid packet and
+	// stops pacing; a receiver slower than the sender then finds its
+	// Fill ring empty).
+	tc.inFlight.Add(int64(pkts))
 	if lead && size == 1 {
 		st.leadPos = st.cur
 	}
@@ -1117,7 +1122,9 @@ func (tc *testSpec) receiveBatch(s *side, si int, rs *rxState) error {
 	// Only now, with the frames back on the Fill ring for the driver to
 	// post, may a sender waiting in awaitReceiver go on.
 	st.rxPos.Store(int64(st.cur))
-	tc.inFlight.Add(-int64(sent))
+	if tc.inFlight.Add(-int64(sent)) < 0 {
+		return tc.failf("pacing: more packets received than the sender counted in flight")
+	}
 	return nil
 }
 
