@@ -26,8 +26,8 @@ func TestNapCutShort(t *testing.T) {
 	if err := p.nap(0); err != nil {
 		t.Fatal(err)
 	}
-	if p.c.naps != 0 || p.napLen != learned {
-		t.Errorf("after a nap cut short: naps %d, nap length %v; want 0 and %v", p.c.naps, p.napLen, learned)
+	if p.n.naps != 0 || p.napLen != learned {
+		t.Errorf("after a nap cut short: naps %d, nap length %v; want 0 and %v", p.n.naps, p.napLen, learned)
 	}
 	var cur unix.ItimerSpec
 	if err := unix.TimerfdGettime(p.tfd, &cur); err != nil {
@@ -132,7 +132,7 @@ func TestThreadNap(t *testing.T) {
 	p.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(d))}
 	// A signal (the runtime's preemption) may cut a nap short: then it
 	// does not count, and the next try does.
-	for try := 0; p.c.naps == 0; try++ {
+	for try := 0; p.n.naps == 0; try++ {
 		if try == 10 {
 			t.Fatal("ten naps in a row cut short")
 		}
@@ -140,7 +140,7 @@ func TestThreadNap(t *testing.T) {
 		if err := p.nap(0); err != nil {
 			t.Fatalf("a Thread nap: %v", err)
 		}
-		if took := time.Since(start); p.c.naps == 1 && took < d {
+		if took := time.Since(start); p.n.naps == 1 && took < d {
 			t.Errorf("a Thread nap of %v took %v", d, took)
 		}
 	}
@@ -148,8 +148,8 @@ func TestThreadNap(t *testing.T) {
 	if err := p.nap(0); err != nil {
 		t.Fatal(err)
 	}
-	if p.c.naps != 1 || p.nappedAt != 0 {
-		t.Errorf("after a nap cut short: naps %d, nappedAt %v; want 1 and 0", p.c.naps, p.nappedAt)
+	if p.n.naps != 1 || p.nappedAt != 0 {
+		t.Errorf("after a nap cut short: naps %d, nappedAt %v; want 1 and 0", p.n.naps, p.nappedAt)
 	}
 }
 
@@ -180,7 +180,7 @@ func TestNapPays(t *testing.T) {
 		{"no sleep samples", restCost{cpu: 370 * 800, pkts: 800}, restCost{}, 0, chances, 0, false},
 		{"explicit Coalesce", restCost{cpu: 370 * 800, pkts: 800}, restCost{cpu: 200 * 640, pkts: 640}, 50 * time.Microsecond, chances, 0, false},
 	} {
-		p := &Poller{cfg: Config{Coalesce: c.coalesce}, restKind: restNone}
+		p := testPoller(Config{Coalesce: c.coalesce}, governor{restKind: restNone})
 		p.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(50 * time.Microsecond))}
 		p.napHit, p.gap, p.napCost, p.napLen = napOne, 5*time.Microsecond, time.Microsecond, 60*time.Microsecond
 		p.rest[restNap], p.rest[restSleep] = c.nap, c.sleep
@@ -195,15 +195,15 @@ func TestNapPays(t *testing.T) {
 				}
 			}
 		}
-		if n != c.naps || p.c.napsForgone != c.forgone || p.restForce != c.sampledNext {
+		if n != c.naps || p.n.napsForgone != c.forgone || p.restForce != c.sampledNext {
 			t.Errorf("%s: %d naps in %d stretches, %d forgone, probe sampled %v; want %d, %d, %v",
-				c.name, n, chances, p.c.napsForgone, p.restForce, c.naps, c.forgone, c.sampledNext)
+				c.name, n, chances, p.n.napsForgone, p.restForce, c.naps, c.forgone, c.sampledNext)
 		}
 	}
 
 	// A nap forgone ends a nap's sampled cycle: what follows is the
 	// sleep's way of waiting (polling again, sleeping), not the nap's.
-	p := &Poller{restKind: restNone}
+	p := testPoller(Config{}, governor{restKind: restNone})
 	p.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(50 * time.Microsecond))}
 	p.napHit, p.gap, p.napCost, p.napLen = napOne, 5*time.Microsecond, time.Microsecond, 60*time.Microsecond
 	p.rest[restNap], p.rest[restSleep] = restCost{cpu: 370 * 800, pkts: 800}, restCost{cpu: 200 * 640, pkts: 640}
@@ -231,7 +231,7 @@ func TestRested(t *testing.T) {
 	if processCPU() == 0 {
 		t.Skip("the process's CPU clock cannot be read here")
 	}
-	p := &Poller{restKind: restNone}
+	p := testPoller(Config{}, governor{restKind: restNone})
 	burn := func() {
 		for start := processCPU(); processCPU()-start < 200*time.Microsecond; {
 		}
@@ -329,11 +329,11 @@ func TestRested(t *testing.T) {
 	}
 
 	for _, cfg := range []Config{{Spin: true}, {IdleRounds: 64}, {Coalesce: time.Millisecond}, {Coalesce: -1}} {
-		p := &Poller{cfg: cfg, restKind: restNone}
+		p := testPoller(cfg, governor{restKind: restNone})
 		p.rested(restSleep)
 		p.rested(restNap)
-		if p.restKind != restNone || p.c.syscalls != 0 {
-			t.Errorf("%+v: sampled (kind %d, %d clock reads)", cfg, p.restKind, p.c.syscalls)
+		if p.restKind != restNone || p.n.clockReads != 0 {
+			t.Errorf("%+v: sampled (kind %d, %d clock reads)", cfg, p.restKind, p.n.clockReads)
 		}
 	}
 }
@@ -364,7 +364,7 @@ func TestNapSharesCPURead(t *testing.T) {
 		p.epoch = time.Now()
 		p.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(100 * time.Microsecond))}
 		// A signal may cut a Thread nap short; then it does not count.
-		for try := 0; p.c.naps == 0; try++ {
+		for try := 0; p.n.naps == 0; try++ {
 			if try == 10 {
 				t.Fatal("ten naps in a row cut short")
 			}

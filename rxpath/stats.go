@@ -124,8 +124,6 @@ func (s *Stats) String() string {
 // last publish, for Stats from any goroutine.
 type counters struct {
 	rounds, fullRounds, timeRounds, maxRound    uint64
-	spins, preempted, naps, napsEmpty           uint64
-	napsForgone                                 uint64
 	bytes, copied, lent, chains, kept           uint64
 	dropped, invalid, sleeps, wakeups, syscalls uint64
 	fillEmpty, fillStarved, threadWakeups       uint64
@@ -186,21 +184,21 @@ func (p *Poller) publish() {
 	m.kept.Store(c.kept)
 	m.dropped.Store(c.dropped)
 	m.invalid.Store(c.invalid)
-	m.spins.Store(c.spins)
-	m.preempted.Store(c.preempted)
-	m.naps.Store(c.naps)
-	m.napsEmpty.Store(c.napsEmpty)
+	m.spins.Store(p.n.spins)
+	m.preempted.Store(p.n.preempted)
+	m.naps.Store(p.n.naps)
+	m.napsEmpty.Store(p.n.napsEmpty)
 	m.gap.Store(int64(p.gap))
 	m.napLen.Store(int64(p.napLen))
 	m.napCost.Store(int64(p.napCost))
 	m.sleepCPU.Store(int64(p.sleepCPU))
 	m.spinLimit.Store(int64(p.spinLimit))
-	m.napsForgone.Store(c.napsForgone)
+	m.napsForgone.Store(p.n.napsForgone)
 	m.napPacket.Store(int64(p.rest[restNap].perPacket()))
 	m.sleepPacket.Store(int64(p.rest[restSleep].perPacket()))
 	m.sleeps.Store(c.sleeps)
 	m.wakeups.Store(c.wakeups)
-	m.syscalls.Store(c.syscalls)
+	m.syscalls.Store(c.syscalls + p.n.clockReads)
 	m.fillEmpty.Store(c.fillEmpty)
 	m.fillStarved.Store(c.fillStarved)
 	m.threadWakeups.Store(c.threadWakeups)
