@@ -19,7 +19,8 @@
 // chooses, by what each costs in CPU on this host, between three ways to
 // wait for the next packet:
 //
-//   - Nap: sleep for Config.Coalesce (default 4 SleepCosts) on a timer,
+//   - Nap: sleep for Config.Coalesce (default 4 SleepCosts), cut to the
+//     delay budget Config.MaxDelay (default one SleepCost), on a timer,
 //     with the sockets taken out of the epoll set's watch, so that the
 //     packets that arrive meanwhile gather on the RX rings and one round
 //     takes them all, as the kernel's NAPI deferral (gro_flush_timeout)
@@ -42,7 +43,12 @@
 //     Polling through a gap costs the gap itself in CPU, and a wake-up
 //     per packet costs a sleep's CPU per packet and a wake-up on the
 //     sending CPU; a nap costs one sleep for every packet that arrives
-//     within it. A packet may wait on the ring for up to a nap.
+//     within it. A packet may wait on the ring for up to a nap: the
+//     budget plus the timer's wake-up. The default budget, one
+//     SleepCost, makes a nap add no more delay than a sleep's wake-up
+//     does; a larger one gathers more packets per wake-up, for less CPU
+//     per packet and more delay; a negative one never naps while
+//     packets flow.
 //   - Poll again at once (a spin): when no nap is taken, while the
 //     silence since the last packet is shorter than the spin limit
 //     (Stats.SpinLimit). Polling through an idle period costs its length

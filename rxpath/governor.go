@@ -32,10 +32,11 @@ type govCounters struct {
 
 // governor is the idle policy's state; see the package documentation.
 type governor struct {
-	// From Config: IdleRounds, Spin, Coalesce.
+	// From Config: IdleRounds, Spin, Coalesce, MaxDelay.
 	idleRounds int
 	spinning   bool
 	coalesce   time.Duration
+	maxDelay   time.Duration
 
 	n govCounters
 
@@ -85,7 +86,7 @@ type governor struct {
 
 // configure takes the governor's settings from c.
 func (g *governor) configure(c *Config) {
-	g.idleRounds, g.spinning, g.coalesce = c.IdleRounds, c.Spin, c.Coalesce
+	g.idleRounds, g.spinning, g.coalesce, g.maxDelay = c.IdleRounds, c.Spin, c.Coalesce, c.MaxDelay
 }
 
 // start begins a Run: the state relative to its start goes, what was
@@ -96,10 +97,7 @@ func (g *governor) start(sleepCost time.Duration) {
 	g.gap, g.dev, g.prevRound, g.spun, g.calmUntil, g.lastEmpty, g.wokeAt, g.sleptAt = 0, 0, 0, false, 0, false, 0, 0
 	g.nappedAt, g.napHit = 0, napOne
 	g.restKind = restNone // the rest costs are kept across Runs, not a cycle begun in one
-	nap := g.coalesce
-	if nap == 0 {
-		nap = napFactor * sleepCost
-	}
+	nap := g.napTimer()
 	g.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(max(nap, 0)))}
 	if g.napLen == 0 || g.napLen > g.napOverrunAt() {
 		// Measured from the first nap on and kept across Runs, but not
@@ -108,6 +106,27 @@ func (g *governor) start(sleepCost time.Duration) {
 		g.napLen = nap
 	}
 }
+
+// napTimer is the nap's timer: Config.Coalesce (by default napFactor
+// SleepCosts) within the delay budget (Config.MaxDelay, by default
+// delayFactor SleepCosts); negative if the Poller does not nap.
+func (g *governor) napTimer() time.Duration {
+	nap := g.coalesce
+	if nap == 0 {
+		nap = napFactor * g.sleepCost
+	}
+	budget := g.maxDelay
+	switch {
+	case budget < 0:
+		return -1
+	case budget == 0:
+		budget = delayFactor * g.sleepCost
+	}
+	return min(nap, budget)
+}
+
+// delayFactor: the default delay budget is delayFactor SleepCosts.
+const delayFactor = 1
 
 // roundStart is told of a round about to begin at now, when the loop read
 // the clock for it.
@@ -308,7 +327,7 @@ func (g *governor) arrived(now time.Duration) {
 // (whose wake-up the sending CPU pays for, and which gathers only the
 // packets of one wake-up's latency).
 func (g *governor) napNow(now time.Duration, idle int) bool {
-	if !g.adaptive() || g.coalesce < 0 {
+	if !g.adaptive() || g.coalesce < 0 || g.napSpec.Value.Nano() <= 0 {
 		return false
 	}
 	quiet := now - g.lastPkt
