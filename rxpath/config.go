@@ -111,14 +111,14 @@ type Config struct {
 	// expected gap to the next packet plus its mean deviation, and the
 	// silence since the last one, are shorter than a nap, and, with the
 	// default, a nap costs less CPU than it lasts (Stats.NapCost,
-	// measured on the process's CPU clock) and less CPU per packet than
-	// a sleep does (Stats.NapPacketCost, SleepPacketCost: not where the
-	// kernel's NAPI deferral hands over batches); otherwise the IdleRounds rule decides between polling again and
+	// measured on the process's CPU clock); otherwise the IdleRounds
+	// rule decides between polling again and
 	// sleeping until a socket is readable. Nor does it nap while naps
-	// overrun: while NapTime exceeds 4 times the nap's timer plus two
-	// SleepCosts (a contended CPU wakes the poller late, and a late nap
-	// leaves the RX ring unattended), but for one chance in 64, to
-	// measure again; this holds for an explicit Coalesce too. Negative
+	// overrun: while NapTime exceeds 4 times the nap's timer, or
+	// MaxDelay, plus two SleepCosts (a contended CPU wakes the poller
+	// late, and a late nap leaves the RX ring unattended), but for one
+	// nap every 256 NapTimes, to measure again; this holds for an
+	// explicit Coalesce too. Negative
 	// (or a non-zero IdleRounds) never naps.
 	Coalesce time.Duration
 	// MaxDelay is the most a packet may wait on an RX ring by the

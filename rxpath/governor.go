@@ -26,8 +26,8 @@ const (
 
 // govCounters are the governor's decisions, for Stats.
 type govCounters struct {
-	spins, preempted, naps, napsEmpty, napsForgone uint64
-	clockReads                                     uint64 // reads of the process's CPU clock (system calls)
+	spins, preempted, naps, napsEmpty uint64
+	clockReads                        uint64 // reads of the process's CPU clock (system calls)
 }
 
 // governor is the idle policy's state; see the package documentation.
@@ -41,6 +41,7 @@ type governor struct {
 	n govCounters
 
 	sleepCost time.Duration   // SleepCost(), read at Run's start
+	budget    time.Duration   // the delay budget (MaxDelay or its default), set with the timer
 	napSpec   unix.ItimerSpec // the nap's timer
 
 	lastPkt   time.Duration // when the last round that took packets began
@@ -54,18 +55,7 @@ type governor struct {
 	nappedAt  time.Duration // when the last nap began, if the round after it is next
 	napLen    time.Duration // how long a nap lasts (moving average; the timer at first)
 	napCost   time.Duration // the CPU time of a nap (moving average of samples; 0: none yet)
-	napHit    int           // how often a nap finds packets, of napOne (moving average)
-	napProbe  int           // naps forgone for their cost (see napNow)
-	// The rest rule (see restCost): the CPU and the packets of sampled
-	// cycles from one rest (a nap or a sleep) to the next, by how the
-	// cycle began, as decaying sums; and the cycle being sampled.
-	rest      [restKinds]restCost
-	restKind  int               // the sampled cycle's kind, restNone if none is
-	restCPU0  time.Duration     // the process's CPU time at its start
-	restPkts  int64             // packets taken since its start
-	restsOf   [restKinds]uint64 // rests begun, by kind
-	restProbe int               // naps forgone for their cost per packet (see napPays)
-	restForce bool              // sample the next rest (a probe nap)
+	probeAt   time.Duration // no probe nap before this (see probe)
 	// The spin rule (see spin.go): the idle periods seen, the limit they
 	// gave, and the CPU time of a sleep (the least of the last
 	// len(sleepCPUs) samples; 0: none yet). sleptAt is the start of the
@@ -95,8 +85,7 @@ func (g *governor) start(sleepCost time.Duration) {
 	g.sleepCost = sleepCost
 	g.lastPkt = 0
 	g.gap, g.dev, g.prevRound, g.spun, g.calmUntil, g.lastEmpty, g.wokeAt, g.sleptAt = 0, 0, 0, false, 0, false, 0, 0
-	g.nappedAt, g.napHit = 0, napOne
-	g.restKind = restNone // the rest costs are kept across Runs, not a cycle begun in one
+	g.nappedAt, g.probeAt = 0, 0
 	nap := g.napTimer()
 	g.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(max(nap, 0)))}
 	if g.napLen == 0 || g.napLen > g.napOverrunAt() {
@@ -107,22 +96,23 @@ func (g *governor) start(sleepCost time.Duration) {
 	}
 }
 
-// napTimer is the nap's timer: Config.Coalesce (by default napFactor
-// SleepCosts) within the delay budget (Config.MaxDelay, by default
-// delayFactor SleepCosts); negative if the Poller does not nap.
+// napTimer sets the delay budget (Config.MaxDelay, by default
+// delayFactor SleepCosts) and returns the nap's timer: Config.Coalesce
+// (by default napFactor SleepCosts) within the budget; negative if the
+// Poller does not nap.
 func (g *governor) napTimer() time.Duration {
 	nap := g.coalesce
 	if nap == 0 {
 		nap = napFactor * g.sleepCost
 	}
-	budget := g.maxDelay
+	g.budget = g.maxDelay
 	switch {
-	case budget < 0:
+	case g.budget < 0:
 		return -1
-	case budget == 0:
-		budget = delayFactor * g.sleepCost
+	case g.budget == 0:
+		g.budget = delayFactor * g.sleepCost
 	}
-	return min(nap, budget)
+	return min(nap, g.budget)
 }
 
 // delayFactor: the default delay budget is delayFactor SleepCosts.
@@ -150,7 +140,6 @@ func (g *governor) wantsClock(got int) bool { return (got > 0) == g.lastEmpty }
 // roundEnd is told of a round, begun at now (when wantsClock), that took
 // got packets.
 func (g *governor) roundEnd(now time.Duration, got int) {
-	g.restPkts += int64(got)
 	switch {
 	case got > 0 && g.lastEmpty:
 		g.arrived(now)
@@ -158,14 +147,8 @@ func (g *governor) roundEnd(now time.Duration, got int) {
 		// The packets of the round before were the last so far.
 		g.prevRound, g.lastPkt = now, now
 	}
-	if g.nappedAt > 0 {
-		hit := 0
-		if got > 0 {
-			hit = napOne
-		} else {
-			g.n.napsEmpty++
-		}
-		g.napHit += (hit - g.napHit) / 4
+	if g.nappedAt > 0 && got == 0 {
+		g.n.napsEmpty++
 	}
 	g.lastEmpty, g.wokeAt, g.nappedAt = got == 0, 0, 0
 }
@@ -173,7 +156,7 @@ func (g *governor) roundEnd(now time.Duration, got int) {
 // decide answers, after the idle'th empty round in a row, begun at now,
 // what to do next.
 func (g *governor) decide(now time.Duration, idle int) action {
-	if g.napNow(now, idle) {
+	if g.napNow(now) {
 		return actNap
 	}
 	if g.keepPolling(now, idle) {
@@ -184,29 +167,21 @@ func (g *governor) decide(now time.Duration, idle int) action {
 	return actSleep
 }
 
-// napBegin is told of a nap beginning at now, with the process's CPU
-// time cpu if the caller has just read it (rested's reading; 0: none).
-// It returns the CPU time to time the nap from, 0 if it is not timed:
+// napBegin is told of a nap beginning at now. It returns the CPU time to time the nap from, 0 if it is not timed:
 // every napSample'th nap, and every one while naps cost what they last.
-func (g *governor) napBegin(now, cpu time.Duration) time.Duration {
+func (g *governor) napBegin(now time.Duration) time.Duration {
 	g.nappedAt = now
 	if g.n.naps%napSample != 0 && g.napCost < g.napLen {
 		return 0
 	}
-	if cpu == 0 {
-		g.n.clockReads++
-		cpu = processCPU()
-	}
-	return cpu // 0: the clock could not be read
+	g.n.clockReads++
+	return processCPU() // 0: the clock could not be read
 }
 
 // napCut is told that the nap begun was cut short: the round after it is
 // no nap's, nor is its cycle.
 func (g *governor) napCut() {
 	g.nappedAt = 0
-	if g.restKind == restNap {
-		g.restKind = restNone
-	}
 }
 
 // napEnd is told of a nap that lasted d, timed from cpu0 (napBegin).
@@ -231,34 +206,22 @@ func (g *governor) napEnd(d, cpu0 time.Duration) {
 func (g *governor) sleepBegin(now time.Duration, starved bool, sleeps uint64) (cpu0 time.Duration) {
 	g.sleptAt = now
 	if starved {
-		// Forced by an empty Fill ring, not chosen against a nap: it
-		// ends a sampled cycle but begins none, nor is it timed, nor is
-		// the idle period it falls in counted.
-		g.endSample()
+		// Forced by an empty Fill ring, not chosen: it is not timed,
+		// nor is the idle period it falls in counted.
 		g.idleStarved = true
 		return 0
 	}
-	cpu0 = g.rested(restSleep)
 	if !g.timeSleep(sleeps) {
 		return 0
 	}
-	if cpu0 == 0 {
-		g.n.clockReads++
-		cpu0 = processCPU()
-	}
-	return cpu0
+	g.n.clockReads++
+	return processCPU()
 }
 
 // sleepEnd is told of the end of a sleep, at now if a socket ended it
 // (woke), timed from cpu0 (sleepBegin).
 func (g *governor) sleepEnd(woke bool, now, cpu0 time.Duration) {
 	if !woke {
-		if g.restKind == restSleep {
-			// No socket ended it (its timeout, a signal, Run's end):
-			// an idle interval says nothing of what waiting for
-			// packets costs.
-			g.restKind = restNone
-		}
 		return
 	}
 	g.wokeAt = now
@@ -280,9 +243,7 @@ func (g *governor) sleepEnd(woke bool, now, cpu0 time.Duration) {
 // wake. A sample counts for at most twice the longer of a sleep's wake-up
 // and a nap: one pause between bursts does not make the poller sleep
 // through the next burst, a stream slower than that still does. A sleep
-// that a packet ended within a quarter of a nap counts, at half the
-// weight of a nap, as a nap that would have found one (napHit); one that
-// did not block (the packet came as it began) puts the arrival at the
+// that did not block (the packet came as it began) puts the arrival at the
 // wake. With Config.IdleRounds 0 (and not Spin), the idle period that
 // ended is counted for the spin rule (see idleEnded), unless an empty
 // Fill ring forced a sleep in it.
@@ -302,10 +263,6 @@ func (g *governor) arrived(now time.Duration) {
 		d := sample - g.gap
 		g.gap += d / 4
 		g.dev += (max(d, -d) - g.dev) / 4
-		if g.wokeAt > 0 && sample < g.napLen/4 {
-			// A nap would have found this packet.
-			g.napHit += (napOne - g.napHit) / 8
-		}
 	}
 	g.lastPkt, g.idleStarved = now, false
 }
@@ -314,24 +271,21 @@ func (g *governor) arrived(now time.Duration) {
 // with Config.IdleRounds 0 and Config.Coalesce not negative, while
 // packets flow (the expected gap to the next arrival plus its mean
 // deviation, and the silence since the last packet, shorter than a nap
-// lasts), at least half the
-// recent naps found packets (napHit), naps end on time (NapTime within
-// napOverrun times the timer), and a nap costs less CPU than it
-// lasts (NapCost < NapTime, both measured while running), and a cycle
-// begun with a nap costs less CPU per packet than one begun with a sleep
-// (napPays, decided at the first empty round, idle 1, of a stretch; with
-// an explicit Config.Coalesce neither cost is weighed).
+// lasts), naps end on time (NapTime within napOverrun times the timer,
+// or the delay budget, plus two wake-ups) and, unless Config.Coalesce is
+// explicit, a nap costs less CPU than it lasts (NapCost < NapTime, both
+// measured while running).
 // Then a nap is cheaper per packet than polling through the gaps (which
 // costs the gap itself in CPU: a nap of length T costs NapCost for the
 // T/gap packets it gathers) and than sleeping until the next packet
 // (whose wake-up the sending CPU pays for, and which gathers only the
 // packets of one wake-up's latency).
-func (g *governor) napNow(now time.Duration, idle int) bool {
+func (g *governor) napNow(now time.Duration) bool {
 	if !g.adaptive() || g.coalesce < 0 || g.napSpec.Value.Nano() <= 0 {
 		return false
 	}
 	quiet := now - g.lastPkt
-	if g.gap+g.dev >= g.napLen || quiet >= g.napLen || g.napHit < napOne/2 {
+	if g.gap+g.dev >= g.napLen || quiet >= g.napLen {
 		return false
 	}
 	if g.napLen > g.napOverrunAt() {
@@ -340,146 +294,52 @@ func (g *governor) napNow(now time.Duration, idle int) bool {
 		// traffic, ksoftirqd), and a nap that wakes late leaves the
 		// RX ring unattended with its sockets out of the epoll set.
 		// Measure again now and then.
-		g.napProbe++
-		return g.napProbe%napProbeEvery == 0
+		return g.probe(now)
 	}
-	if g.coalesce > 0 {
+	if g.coalesce > 0 || g.napCost < g.napLen {
 		// An explicit Coalesce naps whatever a nap costs: the cost is
 		// measured on the process's CPU clock, which also counts other
 		// threads (other pollers in the process, a TX loop) and can
 		// look as long as the nap itself where they are busy.
 		return true
 	}
-	if g.napCost < g.napLen {
-		return g.napPays(idle == 1)
-	}
 	// Naps cost what they last: measure again now and then.
-	g.napProbe++
-	return g.napProbe%napProbeEvery == 0
+	return g.probe(now)
 }
 
-// napPays reports whether, by the rest costs (see restCost), a cycle
-// begun with a nap costs less CPU per packet than one begun with a sleep,
-// or either has no samples yet. A sleep's wake-up gathers the packets of
-// one wake-up's latency where the kernel wakes the poller for each
-// packet, but a whole batch where it defers its wake-ups (NAPI deferral:
-// napi_defer_hard_irqs, gro_flush_timeout): a nap on top of that buys
-// nothing and costs a timer's wake-up and a round more. A nap that does
-// not pay is forgone once per stretch of empty rounds, at its first
-// (first): the empty rounds polled again after it are the sleep's way of
-// waiting, and count neither as naps forgone nor towards a probe. One
-// nap forgone in napProbeEvery is taken all the same, and sampled, to
-// measure again. Sleeps need no probe: a napping poller still sleeps
-// when the packets pause.
-func (g *governor) napPays(first bool) bool {
-	n, s := &g.rest[restNap], &g.rest[restSleep]
-	if !n.measured() || !s.measured() || n.perPacket() < s.perPacket() {
-		return true
-	}
-	if !first {
+// probe reports whether a nap the rules forgo is taken all the same, to
+// measure again: one every napProbeGap NapTimes at most, so that probes
+// add to the wait of a small share of the packets however often the
+// poller asks.
+func (g *governor) probe(now time.Duration) bool {
+	if now < g.probeAt {
 		return false
 	}
-	if g.restProbe++; g.restProbe%napProbeEvery == 0 {
-		g.restForce = true
-		return true
-	}
-	g.n.napsForgone++
-	if g.restKind == restNap {
-		// A nap's cycle ends where the next nap would begin: what
-		// follows a nap forgone is the sleep's way of waiting.
-		g.endSample()
-	}
-	return false
+	g.probeAt = now + napProbeGap*g.napLen
+	return true
 }
 
-// restCost is the CPU time (ns) and the packets of sampled cycles of one
-// kind, each from a rest to the next rest (for a nap, or to the next nap
-// forgone): the rest, its wake-up and the rounds after it, polled-again
-// empty rounds included. Each sample decays both sums by 1/restDecay
-// first, so their ratio is a moving average weighted by packets.
-type restCost struct{ cpu, pkts float64 }
-
-// measured reports whether c has samples that carried packets.
-func (c *restCost) measured() bool { return c.pkts > 0 && c.cpu > 0 }
-
-// perPacket is the cost per packet, 0 if not measured.
-func (c *restCost) perPacket() time.Duration {
-	if !c.measured() {
-		return 0
-	}
-	return time.Duration(c.cpu / c.pkts)
-}
-
-// add counts a sampled cycle.
-func (c *restCost) add(cpu time.Duration, pkts int64) {
-	c.cpu += float64(cpu) - c.cpu/restDecay
-	c.pkts += float64(pkts) - c.pkts/restDecay
-}
-
-// rested is called as the poller begins a rest of kind: it ends the
-// sampled cycle, if one is open, and begins one (see restSample). Where
-// the rule does not decide (Config.Spin, a non-zero IdleRounds, a
-// non-zero Coalesce), it samples nothing. It returns the process's CPU
-// time if it read it (to end a cycle or begin one), else 0.
-func (g *governor) rested(kind int) (cpu time.Duration) {
-	if !g.adaptive() || g.coalesce != 0 {
-		return 0
-	}
-	now, read := g.endSample()
-	sample := g.restsOf[kind]%restSample == 0 || g.restForce || !g.rest[kind].measured()
-	g.restsOf[kind]++
-	g.restForce = false
-	if !sample {
-		return now
-	}
-	if !read {
-		g.n.clockReads++
-		now = processCPU()
-	}
-	if now > 0 { // 0: the clock could not be read
-		g.restKind, g.restCPU0, g.restPkts = kind, now, 0
-	}
-	return now
-}
-
-// endSample ends the sampled cycle, if one is open, and returns the
-// process's CPU time it read to do so. A reading that failed (0) or went
-// back drops the sample.
-func (g *governor) endSample() (now time.Duration, read bool) {
-	k := g.restKind
-	if k == restNone {
-		return 0, false
-	}
-	g.restKind = restNone
-	g.n.clockReads++
-	now = processCPU()
-	if now <= g.restCPU0 {
-		return now, now > 0
-	}
-	g.rest[k].add(now-g.restCPU0, g.restPkts)
-	return now, true
-}
+// napProbeGap: see probe.
+const napProbeGap = 256
 
 // napOverrun: naps that last (NapTime, a moving average) more than
-// napOverrun times their timer, plus two wake-ups (SleepCost), are not
-// taken, but to measure again: on a contended CPU a nap can last many
-// times its timer, and the RX ring overflows meanwhile (make bench's
-// l3fwd 1500 B row shows it as loss; xdpkitbench --coalesce=-1ns turns
-// naps off to compare).
+// napOverrun times their timer, or more than the delay budget, plus two
+// wake-ups (SleepCost), are not taken, but to measure again: on a
+// contended CPU a nap can last many times its timer, a packet waits on
+// the ring meanwhile beyond the budget, and the ring overflows (make
+// bench's l3fwd 1500 B row shows it as loss; xdpkitbench --coalesce=-1ns
+// turns naps off to compare).
 const napOverrun = 4
 
 // napOverrunAt is the NapTime beyond which naps overrun (see napOverrun).
 func (g *governor) napOverrunAt() time.Duration {
-	return napOverrun*time.Duration(g.napSpec.Value.Nano()) + 2*g.sleepCost
+	t := time.Duration(g.napSpec.Value.Nano())
+	limit := napOverrun * t
+	if g.budget > 0 {
+		limit = min(limit, max(g.budget, t))
+	}
+	return limit + 2*g.sleepCost
 }
-
-// napProbeEvery: while naps are found to cost what they last, one in
-// napProbeEvery times one would otherwise be taken, it is, to measure
-// again.
-const napProbeEvery = 64
-
-// napOne is a napHit of 1: every nap finds packets.
-const napOne = 1 << 10
 
 // lowMean moves est, a moving average biased low, towards the sample c:
 // a sample below it (or the first) is taken as it is, one above it moves
@@ -523,26 +383,6 @@ func (g *governor) keepPolling(now time.Duration, idle int) bool {
 	}
 	return now >= g.calmUntil && now-g.lastPkt < g.spinLimit
 }
-
-// Kinds of rest, and of the cycle from one rest to the next; restNone,
-// the zero value, is no cycle (index 0 of the arrays by kind is unused).
-const (
-	restNone  = iota
-	restNap   // a nap (see nap)
-	restSleep // a sleep until a socket is readable (see sleep)
-	restKinds
-)
-
-// restDecay: see restCost. restSample: every restSample'th rest of each
-// kind, a probe nap and every rest of a kind not yet measured begin a
-// sampled cycle (not a sleep forced by an empty Fill ring); a sample
-// reads the process's CPU clock (a system call) at each end, and one
-// begun with a sleep that no socket ended, or with a nap cut short, is
-// dropped.
-const (
-	restDecay  = 8
-	restSample = 4
-)
 
 // A round that begins more than preemptedAfter sleep costs after an empty
 // round the poller polled again means the scheduler ran something else

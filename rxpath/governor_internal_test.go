@@ -5,6 +5,9 @@ import (
 	"time"
 )
 
+// testChances is how many empty rounds a test offers the governor.
+const testChances = 128
+
 // TestNapTimer: a nap's timer is Config.Coalesce (by default napFactor
 // SleepCosts) cut to the delay budget (Config.MaxDelay, by default
 // delayFactor SleepCosts); a negative budget or Coalesce never naps.
@@ -29,7 +32,7 @@ func TestNapTimer(t *testing.T) {
 		}
 		naps := false
 		g.lastPkt, g.gap = 10*time.Millisecond, time.Microsecond
-		for i := range 2 * napProbeEvery {
+		for i := range testChances {
 			naps = naps || g.decide(g.lastPkt+time.Microsecond, i+1) == actNap
 		}
 		if naps != (c.want > 0) {

@@ -413,7 +413,7 @@ func (p *Poller) loop() error {
 			// Packets are flowing, sparser than a nap's cost: let
 			// them gather on the ring for one nap, then take them in
 			// one round.
-			if err := p.nap(g.rested(restNap)); err != nil {
+			if err := p.nap(); err != nil {
 				return err
 			}
 			idle, readClock = 0, true
@@ -485,12 +485,11 @@ func (p *Poller) loop() error {
 // during the nap would wake the runtime's poller thread for nothing (the
 // runtime watches the epoll set), costing the nap's CPU and the sending
 // CPU's time in the epoll callbacks. Every napSample'th nap
-// is timed in CPU: the process's CPU clock around it, from cpu where the
-// caller has just read it (rested's reading; 0: read here).
-func (p *Poller) nap(cpu time.Duration) error {
+// is timed in CPU: the process's CPU clock around it.
+func (p *Poller) nap() error {
 	g := &p.governor
 	start := time.Since(p.epoch)
-	c0 := g.napBegin(start, cpu)
+	c0 := g.napBegin(start)
 	if err := p.arm(false); err != nil {
 		return err
 	}

@@ -852,12 +852,12 @@ func runRX(fwd bool) {
 		if fill == 0 {
 			fill = min(o.ring, o.frames) // rxpath's default for one socket on the UMEM
 		}
-		fmt.Fprintf(&b, `,"out_iface":%q,"tx_budget":%d,"no_tx_budget":%v,"tx_completed":%d,"tx_full":%d,"l3":%v,"not_routed":%d,"syscalls":%d,"wakeups":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d,"naps_forgone":%d,"nap_packet_ns":%d,"sleep_packet_ns":%d,"spins":%d,"sleep_cpu_ns":%d,"spin_limit_ns":%d,"fill_frames":%d`,
-			o.outIfname, r.out.Features().TXBudget, r.out.Features().NoTXBudget, r.completed, r.txFull, o.l3, r.notRouted, ps.Syscalls, ps.Wakeups, ps.Naps, ps.NapsEmpty, ps.NapTime.Nanoseconds(), ps.NapsForgone, ps.NapPacketCost.Nanoseconds(), ps.SleepPacketCost.Nanoseconds(), ps.Spins, ps.SleepCPU.Nanoseconds(), ps.SpinLimit.Nanoseconds(), fill)
+		fmt.Fprintf(&b, `,"out_iface":%q,"tx_budget":%d,"no_tx_budget":%v,"tx_completed":%d,"tx_full":%d,"l3":%v,"not_routed":%d,"syscalls":%d,"wakeups":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d,"spins":%d,"sleep_cpu_ns":%d,"spin_limit_ns":%d,"fill_frames":%d`,
+			o.outIfname, r.out.Features().TXBudget, r.out.Features().NoTXBudget, r.completed, r.txFull, o.l3, r.notRouted, ps.Syscalls, ps.Wakeups, ps.Naps, ps.NapsEmpty, ps.NapTime.Nanoseconds(), ps.Spins, ps.SleepCPU.Nanoseconds(), ps.SpinLimit.Nanoseconds(), fill)
 	} else {
 		ps, _ := p.Stats() // rounds, full_rounds and sleeps are above
-		fmt.Fprintf(&b, `,"spins":%d,"preempted":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d,"nap_cost_ns":%d,"naps_forgone":%d,"nap_packet_ns":%d,"sleep_packet_ns":%d,"wakeups":%d,"syscalls":%d,"sleep_cost_ns":%d,"expected_gap_ns":%d,"sleep_cpu_ns":%d,"spin_limit_ns":%d`,
-			ps.Spins, ps.Preempted, ps.Naps, ps.NapsEmpty, ps.NapTime.Nanoseconds(), ps.NapCost.Nanoseconds(), ps.NapsForgone, ps.NapPacketCost.Nanoseconds(), ps.SleepPacketCost.Nanoseconds(), ps.Wakeups, ps.Syscalls, ps.SleepCost.Nanoseconds(), ps.ExpectedGap.Nanoseconds(), ps.SleepCPU.Nanoseconds(), ps.SpinLimit.Nanoseconds())
+		fmt.Fprintf(&b, `,"spins":%d,"preempted":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d,"nap_cost_ns":%d,"wakeups":%d,"syscalls":%d,"sleep_cost_ns":%d,"expected_gap_ns":%d,"sleep_cpu_ns":%d,"spin_limit_ns":%d`,
+			ps.Spins, ps.Preempted, ps.Naps, ps.NapsEmpty, ps.NapTime.Nanoseconds(), ps.NapCost.Nanoseconds(), ps.Wakeups, ps.Syscalls, ps.SleepCost.Nanoseconds(), ps.ExpectedGap.Nanoseconds(), ps.SleepCPU.Nanoseconds(), ps.SpinLimit.Nanoseconds())
 	}
 	if r.lat != nil {
 		r.lat.json(&b, cpu)
