@@ -99,27 +99,42 @@ type Config struct {
 	// 64).
 	IdleRounds int
 	// Coalesce is how long the poller naps after an empty round while
-	// packets flow, with IdleRounds 0 (default: 4 SleepCosts): it lets
+	// packets flow, with IdleRounds 0 (default: 4 SleepCosts), cut to
+	// MaxDelay (by default one SleepCost, which the default nap then
+	// is): it lets
 	// packets gather on the RX rings and takes them in one round, as the
 	// kernel's NAPI deferral (gro_flush_timeout) does, instead of polling
 	// through the gaps between them or being woken for each. A packet may
-	// wait on the ring for up to a nap (Stats.NapTime: Coalesce plus a
-	// wake-up; by default a timer of at most 800 µs, since SleepCost is
-	// clamped to [2 µs, 200 µs], and the wake-up is late on a contended
-	// CPU). The poller naps only while the
+	// wait on the ring for up to a nap (Stats.NapTime: the timer plus a
+	// wake-up, which is late on a contended CPU). The poller naps only
+	// while the
 	// expected gap to the next packet plus its mean deviation, and the
 	// silence since the last one, are shorter than a nap, and, with the
 	// default, a nap costs less CPU than it lasts (Stats.NapCost,
-	// measured on the process's CPU clock) and less CPU per packet than
-	// a sleep does (Stats.NapPacketCost, SleepPacketCost: not where the
-	// kernel's NAPI deferral hands over batches); otherwise the IdleRounds rule decides between polling again and
+	// measured on the process's CPU clock); otherwise the IdleRounds
+	// rule decides between polling again and
 	// sleeping until a socket is readable. Nor does it nap while naps
-	// overrun: while NapTime exceeds 4 times the nap's timer plus two
-	// SleepCosts (a contended CPU wakes the poller late, and a late nap
-	// leaves the RX ring unattended), but for one chance in 64, to
-	// measure again; this holds for an explicit Coalesce too. Negative
+	// overrun: while NapTime exceeds 4 times the nap's timer, or
+	// MaxDelay, plus two SleepCosts (a contended CPU wakes the poller
+	// late, and a late nap leaves the RX ring unattended), but for one
+	// nap every 256 NapTimes, to measure again; this holds for an
+	// explicit Coalesce too. Negative
 	// (or a non-zero IdleRounds) never naps.
 	Coalesce time.Duration
+	// MaxDelay is the most a packet may wait on an RX ring by the
+	// Poller's choice: no nap while packets flow has a longer timer (a
+	// longer Coalesce, or its default, is cut to it), so a packet that
+	// arrives as a nap begins is taken at most MaxDelay plus one
+	// wake-up (the timer's lateness, about a SleepCost) later. 0 means
+	// the default budget, one SleepCost: a packet waits on a nap about
+	// as long as it would wait for a sleeping Poller's wake-up, and no
+	// longer than it waits for a C receiver woken from poll(2). A larger
+	// budget lets the Poller nap longer, which gathers more packets per
+	// wake-up and costs less CPU per packet (make bench's latency rows
+	// measure both); negative means no naps while packets flow. It does
+	// not bound what the kernel adds (NAPI deferral, a busy CPU), nor a
+	// sleep: a sleeping Poller is woken by the first packet.
+	MaxDelay time.Duration
 	// Metadata reads the RX metadata record that an XDP program attached
 	// with xsk.ProgramConfig.Metadata writes in front of each frame into
 	// the Packet (RXHash, RXTimestamp, XDPTime; meta.go). Off, a packet
@@ -152,6 +167,8 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("%w: FillBatch %d", ErrConfig, c.FillBatch)
 	case c.FillFrames < 0:
 		return fmt.Errorf("%w: FillFrames %d", ErrConfig, c.FillFrames)
+	case c.MaxDelay > time.Second:
+		return fmt.Errorf("%w: MaxDelay %v", ErrConfig, c.MaxDelay)
 	case c.Coalesce > time.Second:
 		return fmt.Errorf("%w: Coalesce %v", ErrConfig, c.Coalesce)
 	case c.CopyThreshold > 1<<16:

@@ -18,6 +18,7 @@ func TestConfigErrors(t *testing.T) {
 		{FillBatch: -1},
 		{FillFrames: -1},
 		{Coalesce: 2 * time.Second},
+		{MaxDelay: 2 * time.Second},
 		{CopyThreshold: 1<<16 + 1},
 		{Spin: true, Thread: true},
 	} {

@@ -17,7 +17,7 @@ func NapThenSleep(p *Poller, nap, timeout time.Duration) (woke bool, err error) 
 		}
 	}
 	p.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(nap))}
-	if err := p.nap(0); err != nil {
+	if err := p.nap(); err != nil {
 		return false, err
 	}
 	woke, _, err = p.sleep(timeout)

@@ -129,52 +129,12 @@ type Poller struct {
 	next     int    // socket that starts the next round
 	spinIdle uint64 // idle passes of a spinning poller
 
-	// The idle rule (Config.IdleRounds 0): see keepPolling.
-	epoch     time.Time       // Run's start: round times are offsets from it
-	lastPkt   time.Duration   // when the last round that took packets began
-	gap       time.Duration   // expected wait for the next packet (moving average)
-	dev       time.Duration   // its mean deviation (moving average)
-	prevRound time.Duration   // when the previous round began
-	spun      bool            // the previous round was an empty one polled again
-	calmUntil time.Duration   // the poller does not poll an empty ring again before this
-	lastEmpty bool            // the previous round took nothing (or was a sleep)
-	wokeAt    time.Duration   // when the last sleep ended, if the round after it is next
-	nappedAt  time.Duration   // when the last nap began, if the round after it is next
-	napLen    time.Duration   // how long a nap lasts (moving average; Config.Coalesce at first)
-	napCost   time.Duration   // the CPU time of a nap (moving average of samples; 0: none yet)
-	napHit    int             // how often a nap finds packets, of napOne (moving average)
-	napProbe  int             // naps forgone for their cost (see napNow)
-	napSpec   unix.ItimerSpec // Config.Coalesce, for the timerfd
-	// The rest rule (see restCost): the CPU and the packets of sampled
-	// cycles from one rest (a nap or a sleep) to the next, by how the
-	// cycle began, as decaying sums; and the cycle being sampled.
-	rest      [restKinds]restCost
-	restKind  int               // the sampled cycle's kind, restNone if none is
-	restCPU0  time.Duration     // the process's CPU time at its start
-	restPkts  int64             // packets taken since its start
-	restsOf   [restKinds]uint64 // rests begun, by kind
-	restProbe int               // naps forgone for their cost per packet (see napPays)
-	restForce bool              // sample the next rest (a probe nap)
-	sleepCost time.Duration     // SleepCost(), read at Run's start
-	// The spin rule (see spin.go): the idle periods seen, the limit they
-	// gave, and the CPU time of a sleep (the least of the last
-	// len(sleepCPUs) samples; 0: none yet). sleptAt is the start of the
-	// round before the last sleep; blocked whether that sleep waited
-	// (readyCalls counts the ready checks of a runtime sleep), yielded
-	// whether it ran other goroutines first (Config.Thread); idleStarved
-	// whether a sleep an empty Fill ring forced came since the last
-	// packet.
-	spin        spinHist
-	spinLimit   time.Duration
-	sleepCPU    time.Duration
-	sleepCPUs   [sleepKeep]time.Duration
-	sleepTimed  uint64
-	sleptAt     time.Duration
-	blocked     bool
-	yielded     bool
-	readyCalls  int
-	idleStarved bool
-	deadline    time.Time // the epoll file's read deadline, zero if none
+	// The idle policy (governor.go): asked after every empty round.
+	governor
+	epoch time.Time // Run's start: round times are offsets from it
+
+	readyCalls int       // the ready checks of a runtime sleep (blocked: more than one)
+	deadline   time.Time // the epoll file's read deadline, zero if none
 	// deadlineWakeups is Stats.Wakeups when deadline was set.
 	deadlineWakeups uint64
 
@@ -213,6 +173,7 @@ func New(cfg *Config, socks ...*xsk.Socket) (*Poller, error) {
 		return nil, ErrNoSockets
 	}
 	p := &Poller{cfg: c, copyMax: c.CopyThreshold}
+	p.governor.configure(&p.cfg)
 	if p.copyMax > 0 {
 		p.copyBuf = make([]byte, p.copyMax)
 	}
@@ -347,27 +308,14 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 	p.ender, _ = h.(RoundEnder)
 	defer func() { p.h, p.copier, p.ender = nil, nil, nil }()
 
-	p.sleepCost = SleepCost()
-	p.pub.sleepCost.Store(int64(p.sleepCost))
-	// The idle rule's state is relative to epoch: a new Run starts it
+	sc := SleepCost()
+	p.pub.sleepCost.Store(int64(sc))
+	// The governor's state is relative to epoch: a new Run starts it
 	// afresh (calmUntil from an earlier Run would otherwise hold off
 	// polling for as long as that Run lasted).
-	p.epoch, p.lastPkt = time.Now(), 0
-	p.gap, p.dev, p.prevRound, p.spun, p.calmUntil, p.lastEmpty, p.wokeAt, p.sleptAt = 0, 0, 0, false, 0, false, 0, 0
-	p.nappedAt, p.napHit = 0, napOne
+	p.epoch = time.Now()
+	p.governor.start(sc)
 	p.threadIdle, p.yieldAt = false, 0
-	p.restKind = restNone // the rest costs are kept across Runs, not a cycle begun in one
-	nap := p.cfg.Coalesce
-	if nap == 0 {
-		nap = napFactor * p.sleepCost
-	}
-	p.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(max(nap, 0)))}
-	if p.napLen == 0 || p.napLen > p.napOverrunAt() {
-		// Measured from the first nap on and kept across Runs, but not
-		// an overrun from an earlier Run's contended CPU: this Run's
-		// timer comes from a fresh SleepCost.
-		p.napLen = nap
-	}
 	p.deadline, p.busy = time.Time{}, 0
 	p.stop.Store(false)
 	cancelled := make(chan struct{})
@@ -414,31 +362,24 @@ func (p *Poller) loop() error {
 			return err
 		}
 	}
+	g := &p.governor
 	idle := 0 // empty rounds in a row
 	// The clock (a vDSO call, as dear as a round that finds the ring
-	// empty) is read only where the idle rule needs it: at the start of
+	// empty) is read only where the governor needs it: at the start of
 	// a round after a sleep, a nap or an empty round polled again (with
 	// Config.Spin or a positive IdleRounds, every clockEvery'th), at an
 	// arrival (a round that took packets after an empty one) and at the
 	// first empty round after packets. Rounds that take packets back to
 	// back do not read it: there, now is the last reading.
 	now, readClock := time.Since(p.epoch), true
-	p.lastEmpty = true // no arrival sample before the first packet
+	g.lastEmpty = true // no arrival sample before the first packet
 	for !p.stop.Load() {
 		fresh := readClock
 		if fresh {
 			now = time.Since(p.epoch)
-			if p.spun && now-p.prevRound > preemptedAfter*p.sleepCost {
-				// Descheduled while polling an empty ring: another task
-				// wants this CPU. Polling then only lowers the poller's
-				// claim on it (the scheduler favours a task that slept),
-				// so sleep at once for a while.
-				p.c.preempted++
-				p.calmUntil = now + calmFor*p.sleepCost
-			}
-			p.prevRound = now
+			g.roundStart(now)
 		}
-		readClock, p.spun = false, false
+		readClock, g.spun = false, false
 		got, full, err := p.round()
 		if err != nil {
 			return err
@@ -446,30 +387,10 @@ func (p *Poller) loop() error {
 		if p.ender != nil {
 			p.ender.EndRound()
 		}
-		p.restPkts += int64(got)
-		switch {
-		case got > 0 && p.lastEmpty:
-			if !fresh {
-				now = time.Since(p.epoch)
-			}
-			p.arrived(now)
-		case got == 0 && !p.lastEmpty:
-			// The packets of the round before were the last so far.
-			if !fresh {
-				now = time.Since(p.epoch)
-			}
-			p.prevRound, p.lastPkt = now, now
+		if !fresh && g.wantsClock(got) {
+			now = time.Since(p.epoch)
 		}
-		if p.nappedAt > 0 {
-			hit := 0
-			if got > 0 {
-				hit = napOne
-			} else {
-				p.c.napsEmpty++
-			}
-			p.napHit += (hit - p.napHit) / 4
-		}
-		p.lastEmpty, p.wokeAt, p.nappedAt = got == 0, 0, 0
+		g.roundEnd(now, got)
 		if got > 0 {
 			if p.busy++; p.busy == disarmAfter {
 				if err := p.arm(false); err != nil {
@@ -481,28 +402,26 @@ func (p *Poller) loop() error {
 			continue
 		}
 		// Poll again at once after a round that took packets; after an
-		// empty one, poll again while it pays (keepPolling), else sleep.
+		// empty one, ask the governor.
 		if got > 0 {
 			idle = 0
 			continue
 		}
 		idle++
-		if p.napNow(now, idle) {
+		switch g.decide(now, idle) {
+		case actNap:
 			// Packets are flowing, sparser than a nap's cost: let
 			// them gather on the ring for one nap, then take them in
 			// one round.
-			if err := p.nap(p.rested(restNap)); err != nil {
+			if err := p.nap(); err != nil {
 				return err
 			}
 			idle, readClock = 0, true
 			continue
-		}
-		if p.keepPolling(now, idle) {
-			p.c.spins++
+		case actPoll:
 			// The spin rule's limit is a time, often of a few rounds:
 			// read the clock every round while it decides.
-			p.spun = true
-			readClock = p.adaptive() || idle%clockEvery == 0
+			readClock = g.adaptive() || idle%clockEvery == 0
 			continue
 		}
 		idle, readClock = 0, true
@@ -535,43 +454,15 @@ func (p *Poller) loop() error {
 		// Never sleep longer than closedWait: a socket closed while we
 		// sleep leaves the epoll set without a word.
 		wait := closedWait
-		var cpu0 time.Duration // the process's CPU time, to time this sleep
 		if starved {
 			wait = starveWait
-			// Forced by an empty Fill ring, not chosen against a nap:
-			// it ends a sampled cycle but begins none, nor is it timed,
-			// nor is the idle period it falls in counted.
-			p.endSample()
-			p.idleStarved = true
-		} else {
-			cpu0 = p.rested(restSleep)
-			if !p.timeSleep() {
-				cpu0 = 0
-			} else if cpu0 == 0 {
-				p.c.syscalls++
-				cpu0 = processCPU()
-			}
 		}
-		p.sleptAt = now
+		cpu0 := g.sleepBegin(now, starved, p.c.sleeps)
 		woke, quiet, err := p.sleep(wait)
 		if err != nil {
 			return err
 		}
-		if woke {
-			p.wokeAt = time.Since(p.epoch)
-			if cpu0 > 0 {
-				// A sleep that a socket ended: what it cost against
-				// polling.
-				p.c.syscalls++
-				p.sleptFor(processCPU()-cpu0, p.wokeAt-p.sleptAt)
-			}
-		}
-		if !woke && p.restKind == restSleep {
-			// No socket ended it (its timeout, a signal, Run's end):
-			// an idle interval says nothing of what waiting for
-			// packets costs.
-			p.restKind = restNone
-		}
+		g.sleepEnd(woke, time.Since(p.epoch), cpu0)
 		if quiet && !starved && !p.stop.Load() {
 			// A quiet interval. A socket whose interface went away is
 			// unbound and says so only in SO_ERROR (ENETDOWN): look.
@@ -586,238 +477,6 @@ func (p *Poller) loop() error {
 	return nil
 }
 
-// arrived updates the expected wait for the next packet after a round,
-// begun at now, that took packets: moving averages (weight 1/4) of
-// the time from one arrival to the next and of its deviation from that
-// average (as TCP estimates a round-trip time and its variation). Only a
-// round that follows an empty one or a sleep sees an arrival: a round
-// after one that took packets is the same batch, and a round after a nap
-// does not say when in the nap its packets came. After a spin, the
-// arrival was now; after a sleep, one wake-up (SleepCost) before the
-// wake. A sample counts for at most twice the longer of a sleep's wake-up
-// and a nap: one pause between bursts does not make the poller sleep
-// through the next burst, a stream slower than that still does. A sleep
-// that a packet ended within a quarter of a nap counts, at half the
-// weight of a nap, as a nap that would have found one (napHit); one that
-// did not block (the packet came as it began) puts the arrival at the
-// wake. With Config.IdleRounds 0 (and not Spin), the idle period that
-// ended is counted for the spin rule (see idleEnded), unless an empty
-// Fill ring forced a sleep in it.
-func (p *Poller) arrived(now time.Duration) {
-	if p.lastPkt > 0 && p.lastEmpty && p.nappedAt == 0 {
-		at := now
-		if p.wokeAt > 0 {
-			at = p.wokeAt // a sleep that did not block: the packet was there
-			if p.blocked {
-				at = max(p.wokeAt-p.sleepCost, p.lastPkt)
-			}
-		}
-		if !p.idleStarved && p.adaptive() {
-			p.idleEnded(at)
-		}
-		sample := min(at-p.lastPkt, 2*max(p.sleepCost, p.napLen))
-		d := sample - p.gap
-		p.gap += d / 4
-		p.dev += (max(d, -d) - p.dev) / 4
-		if p.wokeAt > 0 && sample < p.napLen/4 {
-			// A nap would have found this packet.
-			p.napHit += (napOne - p.napHit) / 8
-		}
-	}
-	p.lastPkt, p.idleStarved = now, false
-}
-
-// napNow decides, after an empty round begun at now, whether to nap:
-// with Config.IdleRounds 0 and Config.Coalesce not negative, while
-// packets flow (the expected gap to the next arrival plus its mean
-// deviation, and the silence since the last packet, shorter than a nap
-// lasts), at least half the
-// recent naps found packets (napHit), naps end on time (NapTime within
-// napOverrun times the timer), and a nap costs less CPU than it
-// lasts (NapCost < NapTime, both measured while running), and a cycle
-// begun with a nap costs less CPU per packet than one begun with a sleep
-// (napPays, decided at the first empty round, idle 1, of a stretch; with
-// an explicit Config.Coalesce neither cost is weighed).
-// Then a nap is cheaper per packet than polling through the gaps (which
-// costs the gap itself in CPU: a nap of length T costs NapCost for the
-// T/gap packets it gathers) and than sleeping until the next packet
-// (whose wake-up the sending CPU pays for, and which gathers only the
-// packets of one wake-up's latency).
-func (p *Poller) napNow(now time.Duration, idle int) bool {
-	if !p.adaptive() || p.cfg.Coalesce < 0 {
-		return false
-	}
-	quiet := now - p.lastPkt
-	if p.gap+p.dev >= p.napLen || quiet >= p.napLen || p.napHit < napOne/2 {
-		return false
-	}
-	if p.napLen > p.napOverrunAt() {
-		// Naps end far later than their timer (NapTime): the CPU is
-		// contended (on veth, by the softirq work of this very
-		// traffic, ksoftirqd), and a nap that wakes late leaves the
-		// RX ring unattended with its sockets out of the epoll set.
-		// Measure again now and then.
-		p.napProbe++
-		return p.napProbe%napProbeEvery == 0
-	}
-	if p.cfg.Coalesce > 0 {
-		// An explicit Coalesce naps whatever a nap costs: the cost is
-		// measured on the process's CPU clock, which also counts other
-		// threads (other pollers in the process, a TX loop) and can
-		// look as long as the nap itself where they are busy.
-		return true
-	}
-	if p.napCost < p.napLen {
-		return p.napPays(idle == 1)
-	}
-	// Naps cost what they last: measure again now and then.
-	p.napProbe++
-	return p.napProbe%napProbeEvery == 0
-}
-
-// napPays reports whether, by the rest costs (see restCost), a cycle
-// begun with a nap costs less CPU per packet than one begun with a sleep,
-// or either has no samples yet. A sleep's wake-up gathers the packets of
-// one wake-up's latency where the kernel wakes the poller for each
-// packet, but a whole batch where it defers its wake-ups (NAPI deferral:
-// napi_defer_hard_irqs, gro_flush_timeout): a nap on top of that buys
-// nothing and costs a timer's wake-up and a round more. A nap that does
-// not pay is forgone once per stretch of empty rounds, at its first
-// (first): the empty rounds polled again after it are the sleep's way of
-// waiting, and count neither as naps forgone nor towards a probe. One
-// nap forgone in napProbeEvery is taken all the same, and sampled, to
-// measure again. Sleeps need no probe: a napping poller still sleeps
-// when the packets pause.
-func (p *Poller) napPays(first bool) bool {
-	n, s := &p.rest[restNap], &p.rest[restSleep]
-	if !n.measured() || !s.measured() || n.perPacket() < s.perPacket() {
-		return true
-	}
-	if !first {
-		return false
-	}
-	if p.restProbe++; p.restProbe%napProbeEvery == 0 {
-		p.restForce = true
-		return true
-	}
-	p.c.napsForgone++
-	if p.restKind == restNap {
-		// A nap's cycle ends where the next nap would begin: what
-		// follows a nap forgone is the sleep's way of waiting.
-		p.endSample()
-	}
-	return false
-}
-
-// Kinds of rest, and of the cycle from one rest to the next; restNone,
-// the zero value, is no cycle (index 0 of the arrays by kind is unused).
-const (
-	restNone  = iota
-	restNap   // a nap (see nap)
-	restSleep // a sleep until a socket is readable (see sleep)
-	restKinds
-)
-
-// restCost is the CPU time (ns) and the packets of sampled cycles of one
-// kind, each from a rest to the next rest (for a nap, or to the next nap
-// forgone): the rest, its wake-up and the rounds after it, polled-again
-// empty rounds included. Each sample decays both sums by 1/restDecay
-// first, so their ratio is a moving average weighted by packets.
-type restCost struct{ cpu, pkts float64 }
-
-// measured reports whether c has samples that carried packets.
-func (c *restCost) measured() bool { return c.pkts > 0 && c.cpu > 0 }
-
-// perPacket is the cost per packet, 0 if not measured.
-func (c *restCost) perPacket() time.Duration {
-	if !c.measured() {
-		return 0
-	}
-	return time.Duration(c.cpu / c.pkts)
-}
-
-// add counts a sampled cycle.
-func (c *restCost) add(cpu time.Duration, pkts int64) {
-	c.cpu += float64(cpu) - c.cpu/restDecay
-	c.pkts += float64(pkts) - c.pkts/restDecay
-}
-
-// restDecay: see restCost. restSample: every restSample'th rest of each
-// kind, a probe nap and every rest of a kind not yet measured begin a
-// sampled cycle (not a sleep forced by an empty Fill ring); a sample
-// reads the process's CPU clock (a system call) at each end, and one
-// begun with a sleep that no socket ended, or with a nap cut short, is
-// dropped.
-const (
-	restDecay  = 8
-	restSample = 4
-)
-
-// rested is called as the poller begins a rest of kind: it ends the
-// sampled cycle, if one is open, and begins one (see restSample). Where
-// the rule does not decide (Config.Spin, a non-zero IdleRounds, a
-// non-zero Coalesce), it samples nothing. It returns the process's CPU
-// time if it read it (to end a cycle or begin one), else 0.
-func (p *Poller) rested(kind int) (cpu time.Duration) {
-	if !p.adaptive() || p.cfg.Coalesce != 0 {
-		return 0
-	}
-	now, read := p.endSample()
-	sample := p.restsOf[kind]%restSample == 0 || p.restForce || !p.rest[kind].measured()
-	p.restsOf[kind]++
-	p.restForce = false
-	if !sample {
-		return now
-	}
-	if !read {
-		p.c.syscalls++
-		now = processCPU()
-	}
-	if now > 0 { // 0: the clock could not be read
-		p.restKind, p.restCPU0, p.restPkts = kind, now, 0
-	}
-	return now
-}
-
-// endSample ends the sampled cycle, if one is open, and returns the
-// process's CPU time it read to do so. A reading that failed (0) or went
-// back drops the sample.
-func (p *Poller) endSample() (now time.Duration, read bool) {
-	k := p.restKind
-	if k == restNone {
-		return 0, false
-	}
-	p.restKind = restNone
-	p.c.syscalls++
-	now = processCPU()
-	if now <= p.restCPU0 {
-		return now, now > 0
-	}
-	p.rest[k].add(now-p.restCPU0, p.restPkts)
-	return now, true
-}
-
-// napOverrun: naps that last (NapTime, a moving average) more than
-// napOverrun times their timer, plus two wake-ups (SleepCost), are not
-// taken, but to measure again: on a contended CPU a nap can last many
-// times its timer, and the RX ring overflows meanwhile (make bench's
-// l3fwd 1500 B row shows it as loss; xdpkitbench --coalesce=-1ns turns
-// naps off to compare).
-const napOverrun = 4
-
-// napOverrunAt is the NapTime beyond which naps overrun (see napOverrun).
-func (p *Poller) napOverrunAt() time.Duration {
-	return napOverrun*time.Duration(p.napSpec.Value.Nano()) + 2*p.sleepCost
-}
-
-// napProbeEvery: while naps are found to cost what they last, one in
-// napProbeEvery times one would otherwise be taken, it is, to measure
-// again.
-const napProbeEvery = 64
-
-// napOne is a napHit of 1: every nap finds packets.
-const napOne = 1 << 10
-
 // nap sleeps for Config.Coalesce (plus a wake-up) on a timerfd watched
 // through the Go runtime's poller (with Config.Thread and a nap of at most
 // threadWait: in ppoll on the Poller's thread), so that packets gather on
@@ -826,56 +485,24 @@ const napOne = 1 << 10
 // during the nap would wake the runtime's poller thread for nothing (the
 // runtime watches the epoll set), costing the nap's CPU and the sending
 // CPU's time in the epoll callbacks. Every napSample'th nap
-// is timed in CPU: the process's CPU clock around it, from cpu where the
-// caller has just read it (rested's reading; 0: read here).
-func (p *Poller) nap(cpu time.Duration) error {
+// is timed in CPU: the process's CPU clock around it.
+func (p *Poller) nap() error {
+	g := &p.governor
 	start := time.Since(p.epoch)
-	p.nappedAt = start
-	sample := p.c.naps%napSample == 0 || p.napCost >= p.napLen
-	c0 := cpu
-	if sample && c0 == 0 {
-		p.c.syscalls++
-		c0 = processCPU()
-	}
-	sample = sample && c0 > 0 // 0: the clock could not be read
+	c0 := g.napBegin(start)
 	if err := p.arm(false); err != nil {
 		return err
 	}
 	if d := time.Duration(p.napSpec.Value.Nano()); p.cfg.Thread && d <= threadWait {
 		if !p.threadNap(d) {
-			p.nappedAt = 0 // cut short: the round after it is no nap's
-			if p.restKind == restNap {
-				p.restKind = restNone // nor is its cycle
-			}
+			g.napCut()
 			return nil
 		}
 	} else if err := p.timerNap(); err != nil || p.stop.Load() {
 		return err
 	}
-	d := time.Since(p.epoch) - start
-	if sample {
-		p.c.syscalls++
-		if c1 := processCPU(); c1 > c0 {
-			p.napCost = lowMean(p.napCost, c1-c0)
-		}
-	}
-	if p.c.naps == 0 {
-		p.napLen = d
-	}
-	p.c.naps++
-	p.napLen += (d - p.napLen) / 8
+	g.napEnd(time.Since(p.epoch)-start, c0)
 	return nil
-}
-
-// lowMean moves est, a moving average biased low, towards the sample c:
-// a sample below it (or the first) is taken as it is, one above it moves
-// it by a sixteenth (NapCost: the process's CPU clock, which its samples
-// read, also counts what other threads did meanwhile).
-func lowMean(est, c time.Duration) time.Duration {
-	if est == 0 || c < est {
-		return c
-	}
-	return est + (c-est)/16
 }
 
 // timerNap is the nap's wait on the timerfd through the runtime's poller.
@@ -905,56 +532,15 @@ func (p *Poller) napOver() bool {
 	return rawReadTimer(p.tfd)
 }
 
-// napFactor: by default a nap lasts napFactor SleepCosts, so that its
-// CPU cost (about a SleepCost where a short sleep costs what it lasts)
-// is a small part of its length.
-const napFactor = 4
-
-// napSample: every napSample'th nap measures its CPU cost.
-const napSample = 16
-
 // processCPU is the process's CPU time (every thread), 0 if the clock
 // cannot be read. A variable, so that a test can make the read fail.
 var processCPU = func() time.Duration {
 	return time.Duration(rawProcessCPU())
 }
 
-// adaptive reports whether the poller decides how to wait from
-// measurement (Config.IdleRounds 0, not Spin): only then does it nap, time
-// its rests and sleeps, and keep the spin rule's state.
-func (p *Poller) adaptive() bool { return p.cfg.IdleRounds == 0 && !p.cfg.Spin }
-
-// keepPolling decides, after the idle'th empty round in a row, begun at
-// now, whether to poll again (true) or to sleep. With Config.IdleRounds 0
-// it polls only while no other task was found to want the CPU (see
-// preemptedAfter) and the silence since the last packet is shorter than
-// the spin limit (see spin.go). Spin polls
-// IdleRounds (64 by default) rounds between maintenance passes; a positive
-// IdleRounds is a fixed count; a negative one sleeps at once.
-func (p *Poller) keepPolling(now time.Duration, idle int) bool {
-	switch r := p.cfg.IdleRounds; {
-	case p.cfg.Spin:
-		return idle <= max(r, spinRounds)
-	case r > 0:
-		return idle <= r
-	case r < 0:
-		return false
-	}
-	return now >= p.calmUntil && now-p.lastPkt < p.spinLimit
-}
-
 // clockEvery: with Config.Spin or a positive IdleRounds, every
 // clockEvery'th empty round polled again reads the clock (see loop).
 const clockEvery = 8
-
-// A round that begins more than preemptedAfter sleep costs after an empty
-// round the poller polled again means the scheduler ran something else
-// meanwhile; the poller then sleeps as soon as a round comes up empty for
-// the next calmFor sleep costs (some scheduler time slices).
-const (
-	preemptedAfter = 10
-	calmFor        = 1000
-)
 
 // spinRounds is how many empty rounds a spinning poller polls between
 // maintenance passes (spinMaintain).

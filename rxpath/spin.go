@@ -106,19 +106,19 @@ func (h *spinHist) limit(sleep, most time.Duration) time.Duration {
 // idleEnded counts an idle period that ended at arrival, and decides the
 // spin limit again when that is due (with a sleep taken to cost a
 // SleepCost until a sample counted).
-func (p *Poller) idleEnded(arrival time.Duration) {
-	x := arrival - p.lastPkt
-	if p.wokeAt > 0 {
+func (g *governor) idleEnded(arrival time.Duration) {
+	x := arrival - g.lastPkt
+	if g.wokeAt > 0 {
 		// The packet came no earlier than the sleep began: the poller
 		// polled until then.
-		x = max(x, p.sleptAt-p.lastPkt)
+		x = max(x, g.sleptAt-g.lastPkt)
 	}
-	if p.spin.add(x) {
-		s := p.sleepCPU
+	if g.spin.add(x) {
+		s := g.sleepCPU
 		if s == 0 {
-			s = p.sleepCost // until a sample counted: the old rule's bound
+			s = g.sleepCost // until a sample counted: the old rule's bound
 		}
-		p.spinLimit = p.spin.limit(s, min(2*s, p.sleepCost))
+		g.spinLimit = g.spin.limit(s, min(2*s, g.sleepCost))
 	}
 }
 
@@ -133,13 +133,14 @@ const (
 	sleepWallMax = 4
 )
 
-// timeSleep reports whether the sleep about to begin, chosen (not forced
+// timeSleep reports whether the sleep about to begin, the Poller's
+// sleeps'th, chosen (not forced
 // by an empty Fill ring), is to be timed for sleepCPU: every sleepSample'th,
 // and every one of the first sleepSample*sleepKeep while no sample has
 // counted.
-func (p *Poller) timeSleep() bool {
-	return p.adaptive() && (p.c.sleeps%sleepSample == 0 ||
-		p.sleepTimed == 0 && p.c.sleeps < sleepSample*sleepKeep)
+func (g *governor) timeSleep(sleeps uint64) bool {
+	return g.adaptive() && (sleeps%sleepSample == 0 ||
+		g.sleepTimed == 0 && sleeps < sleepSample*sleepKeep)
 }
 
 // sleptFor counts a timed sleep that a socket ended, which took CPU time
@@ -148,17 +149,17 @@ func (p *Poller) timeSleep() bool {
 // sleepWallMax SleepCosts, and took at most half its wall time in CPU:
 // the process's CPU clock also counts other threads, which add to a
 // sample in proportion to its length.
-func (p *Poller) sleptFor(c, w time.Duration) {
-	if !p.blocked || p.yielded || c <= 0 || 2*c > w || 2*w < p.sleepCost || w > sleepWallMax*p.sleepCost {
+func (g *governor) sleptFor(c, w time.Duration) {
+	if !g.blocked || g.yielded || c <= 0 || 2*c > w || 2*w < g.sleepCost || w > sleepWallMax*g.sleepCost {
 		return
 	}
-	p.sleepCPUs[p.sleepTimed%sleepKeep] = c
-	p.sleepTimed++
+	g.sleepCPUs[g.sleepTimed%sleepKeep] = c
+	g.sleepTimed++
 	least := c
-	for _, s := range p.sleepCPUs {
+	for _, s := range g.sleepCPUs {
 		if s > 0 {
 			least = min(least, s)
 		}
 	}
-	p.sleepCPU = least
+	g.sleepCPU = least
 }

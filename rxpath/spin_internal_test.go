@@ -79,7 +79,7 @@ func TestSpinDecay(t *testing.T) {
 // before the sleep began, however soon the wake-up less a SleepCost would
 // put the packet.
 func TestSpinRule(t *testing.T) {
-	p := &Poller{sleepCost: 50 * us}
+	p := testPoller(Config{}, governor{sleepCost: 50 * us})
 	at := 10 * time.Millisecond
 	periods := func(n int, x time.Duration, slept bool) {
 		for range n {
@@ -129,12 +129,12 @@ func TestSpinRule(t *testing.T) {
 		t.Errorf("SleepCost 1µs: limit %v, want 0 (1µs periods need a 2µs limit)", p.spinLimit)
 	}
 	for _, cfg := range []Config{{IdleRounds: -1}, {IdleRounds: 2}, {Spin: true}} {
-		q := &Poller{cfg: cfg, spinLimit: time.Second}
+		q := testPoller(cfg, governor{spinLimit: time.Second})
 		if got := q.keepPolling(at+us, 3); got && !cfg.Spin {
 			t.Errorf("IdleRounds %d: polls again a third time", cfg.IdleRounds)
 		}
 		// Nor is the rule's state kept for them.
-		q = &Poller{cfg: cfg, sleepCost: 50 * us}
+		q = testPoller(cfg, governor{sleepCost: 50 * us})
 		for range spinEvery {
 			q.lastPkt, q.lastEmpty = at, true
 			q.arrived(at + us)
@@ -167,7 +167,7 @@ func TestArrivedIdle(t *testing.T) {
 		{name: "nap", napped: true, bucket: -1},
 		{name: "starved", starved: true, bucket: -1},
 	} {
-		p := &Poller{sleepCost: 50 * us, lastPkt: last, lastEmpty: true}
+		p := testPoller(Config{}, governor{sleepCost: 50 * us, lastPkt: last, lastEmpty: true})
 		p.wokeAt, p.sleptAt, p.blocked, p.idleStarved = c.wokeAt, c.sleptAt, c.blocked, c.starved
 		if c.napped {
 			p.nappedAt = last + us
@@ -206,13 +206,12 @@ func TestSleepTimed(t *testing.T) {
 		{sleepSample*sleepKeep + 1, 0, 0, false}, // not every one for ever
 		{0, 0, -1, false},                        // no spin rule
 	} {
-		p := &Poller{cfg: Config{IdleRounds: c.idleRounds}, sleepTimed: c.timed}
-		p.c.sleeps = c.sleeps
-		if got := p.timeSleep(); got != c.want {
+		p := testPoller(Config{IdleRounds: c.idleRounds}, governor{sleepTimed: c.timed})
+		if got := p.timeSleep(c.sleeps); got != c.want {
 			t.Errorf("sleeps %d, %d counted, IdleRounds %d: timed %v, want %v", c.sleeps, c.timed, c.idleRounds, got, c.want)
 		}
 	}
-	p := &Poller{sleepCost: 50 * us}
+	p := testPoller(Config{}, governor{sleepCost: 50 * us})
 	p.sleptFor(3*us, 50*us) // did not block
 	p.blocked, p.yielded = true, true
 	p.sleptFor(3*us, 50*us) // yielded first
@@ -228,7 +227,7 @@ func TestSleepTimed(t *testing.T) {
 		t.Fatalf("SleepCPU %v (%d counted) from samples that do not count", p.sleepCPU, p.sleepTimed)
 	}
 	for _, s := range []struct{ c, w time.Duration }{{12 * us, 25 * us}, {3 * us, 200 * us}, {25 * us, 50 * us}} {
-		q := &Poller{sleepCost: 50 * us, blocked: true}
+		q := testPoller(Config{}, governor{sleepCost: 50 * us, blocked: true})
 		q.sleptFor(s.c, s.w)
 		if q.sleepCPU != s.c {
 			t.Errorf("a sample of %v in %v at the bounds: SleepCPU %v", s.c, s.w, q.sleepCPU)
@@ -259,4 +258,11 @@ func TestLowMean(t *testing.T) {
 			t.Errorf("lowMean(%v, %v) = %v, want %v", c.est, c.c, got, c.want)
 		}
 	}
+}
+
+// testPoller is a Poller with cfg whose governor starts as g.
+func testPoller(cfg Config, g governor) *Poller {
+	p := &Poller{cfg: cfg, governor: g}
+	p.governor.configure(&p.cfg)
+	return p
 }

@@ -36,7 +36,7 @@ type Stats struct {
 	Naps          uint64 // naps: timed sleeps of Config.Coalesce while packets flow
 	NapsEmpty     uint64 // naps after which the next round took nothing
 	Wakeups       uint64 // sleeps ended by a readable socket
-	Syscalls      uint64 // system calls made by the poller: RX wake-ups, busy polls, epoll_ctl arming the sockets for a sleep or disarming them for a nap or a busy stretch (see disarmAfter), a nap's timerfd calls, the CPU-clock reads that time naps, sleeps and rest cycles, a Config.Thread poller's ppolls (the blocking waits in the Go runtime's poller are not counted)
+	Syscalls      uint64 // system calls made by the poller: RX wake-ups, busy polls, epoll_ctl arming the sockets for a sleep or disarming them for a nap or a busy stretch (see disarmAfter), a nap's timerfd calls, the CPU-clock reads that time naps and sleeps, a Config.Thread poller's ppolls (the blocking waits in the Go runtime's poller are not counted)
 	FillEmpty     uint64 // refills that found a Fill ring empty
 	FillStarved   uint64 // refills that found no frame to put on an empty Fill ring
 	// SleepCost is how long a sleep in the Go runtime's poller and its
@@ -77,23 +77,10 @@ type Stats struct {
 	// less than NapTime; see Config.Coalesce.
 	NapTime time.Duration
 	NapCost time.Duration
-	// NapPacketCost and SleepPacketCost are the CPU time per packet of
-	// the poller's cycles from one rest to the next (a nap's: or to the
-	// next nap forgone) that began with a nap and with a sleep: the sums
-	// of the CPU time and of the packets of every 4th cycle of each kind
-	// (every cycle while a kind is not measured, and probe naps; not
-	// a sleep that no socket ended or that an empty Fill ring forces, a
-	// nap cut short, or a cycle whose clock read failed), each decayed
-	// by 1/8 per sample, read on the process's CPU
-	// clock (other busy threads of the process count too, and raise the
-	// cost of sleeps, whose cycles span the wait); 0 until a sampled
-	// cycle carried packets. Where both are known, the poller naps only
-	// while NapPacketCost is the lower, but for one probe in 64 stretches
-	// of empty rounds where it would not: a sleep whose wake-up brings a
-	// batch (the kernel's NAPI deferral) leaves a nap nothing to gather.
-	// NapsForgone counts the naps not taken so, once per stretch of
-	// empty rounds. With Config.Spin, a non-zero IdleRounds or a non-zero
-	// Coalesce nothing is sampled.
+	// Deprecated: NapPacketCost, SleepPacketCost and NapsForgone are
+	// always 0: the rule that weighed a nap's CPU per packet against a
+	// sleep's is gone (no trace of the governor's simulator told it
+	// apart from its absence).
 	NapPacketCost   time.Duration
 	SleepPacketCost time.Duration
 	NapsForgone     uint64
@@ -115,17 +102,15 @@ type SocketStats struct {
 
 // String gives the counters on one line, for logs.
 func (s *Stats) String() string {
-	return fmt.Sprintf("rounds %d (full %d, timed %d, max %d), packets %d (copied %d, lent %d, chains %d, kept %d, dropped %d), frames %d, invalid %d, spins %d (preempted %d), naps %d (empty %d, %v, cpu %v, forgone %d, cpu/packet %v against sleeps' %v), sleeps %d (cpu %v, spin limit %v), wakeups %d (thread %d, sleep cost %v, expected gap %v), syscalls %d, fill empty %d, starved %d",
+	return fmt.Sprintf("rounds %d (full %d, timed %d, max %d), packets %d (copied %d, lent %d, chains %d, kept %d, dropped %d), frames %d, invalid %d, spins %d (preempted %d), naps %d (empty %d, %v, cpu %v), sleeps %d (cpu %v, spin limit %v), wakeups %d (thread %d, sleep cost %v, expected gap %v), syscalls %d, fill empty %d, starved %d",
 		s.Rounds, s.FullRounds, s.TimeRounds, s.MaxRound, s.Packets, s.Copied, s.Lent, s.Chains, s.Kept, s.Dropped,
-		s.Frames, s.Invalid, s.Spins, s.Preempted, s.Naps, s.NapsEmpty, s.NapTime, s.NapCost, s.NapsForgone, s.NapPacketCost, s.SleepPacketCost, s.Sleeps, s.SleepCPU, s.SpinLimit, s.Wakeups, s.ThreadWakeups, s.SleepCost, s.ExpectedGap, s.Syscalls, s.FillEmpty, s.FillStarved)
+		s.Frames, s.Invalid, s.Spins, s.Preempted, s.Naps, s.NapsEmpty, s.NapTime, s.NapCost, s.Sleeps, s.SleepCPU, s.SpinLimit, s.Wakeups, s.ThreadWakeups, s.SleepCost, s.ExpectedGap, s.Syscalls, s.FillEmpty, s.FillStarved)
 }
 
 // counters are written by Run only; mirror holds their values as of the
 // last publish, for Stats from any goroutine.
 type counters struct {
 	rounds, fullRounds, timeRounds, maxRound    uint64
-	spins, preempted, naps, napsEmpty           uint64
-	napsForgone                                 uint64
 	bytes, copied, lent, chains, kept           uint64
 	dropped, invalid, sleeps, wakeups, syscalls uint64
 	fillEmpty, fillStarved, threadWakeups       uint64
@@ -135,10 +120,8 @@ type counters struct {
 type mirror struct {
 	rounds, fullRounds, timeRounds, maxRound    atomic.Uint64
 	spins, preempted, naps, napsEmpty           atomic.Uint64
-	napsForgone                                 atomic.Uint64
 	sleepCost, gap, napLen, napCost             atomic.Int64
 	sleepCPU, spinLimit                         atomic.Int64
-	napPacket, sleepPacket                      atomic.Int64
 	bytes, copied, lent, chains, kept           atomic.Uint64
 	dropped, invalid, sleeps, wakeups, syscalls atomic.Uint64
 	fillEmpty, fillStarved, threadWakeups       atomic.Uint64
@@ -186,21 +169,18 @@ func (p *Poller) publish() {
 	m.kept.Store(c.kept)
 	m.dropped.Store(c.dropped)
 	m.invalid.Store(c.invalid)
-	m.spins.Store(c.spins)
-	m.preempted.Store(c.preempted)
-	m.naps.Store(c.naps)
-	m.napsEmpty.Store(c.napsEmpty)
+	m.spins.Store(p.n.spins)
+	m.preempted.Store(p.n.preempted)
+	m.naps.Store(p.n.naps)
+	m.napsEmpty.Store(p.n.napsEmpty)
 	m.gap.Store(int64(p.gap))
 	m.napLen.Store(int64(p.napLen))
 	m.napCost.Store(int64(p.napCost))
 	m.sleepCPU.Store(int64(p.sleepCPU))
 	m.spinLimit.Store(int64(p.spinLimit))
-	m.napsForgone.Store(c.napsForgone)
-	m.napPacket.Store(int64(p.rest[restNap].perPacket()))
-	m.sleepPacket.Store(int64(p.rest[restSleep].perPacket()))
 	m.sleeps.Store(c.sleeps)
 	m.wakeups.Store(c.wakeups)
-	m.syscalls.Store(c.syscalls)
+	m.syscalls.Store(c.syscalls + p.n.clockReads)
 	m.fillEmpty.Store(c.fillEmpty)
 	m.fillStarved.Store(c.fillStarved)
 	m.threadWakeups.Store(c.threadWakeups)
@@ -235,7 +215,6 @@ func (p *Poller) Stats() (Stats, error) {
 		SleepCost: time.Duration(m.sleepCost.Load()), ExpectedGap: time.Duration(m.gap.Load()),
 		SleepCPU: time.Duration(m.sleepCPU.Load()), SpinLimit: time.Duration(m.spinLimit.Load()),
 		NapTime: time.Duration(m.napLen.Load()), NapCost: time.Duration(m.napCost.Load()),
-		NapPacketCost: time.Duration(m.napPacket.Load()), SleepPacketCost: time.Duration(m.sleepPacket.Load()), NapsForgone: m.napsForgone.Load(),
 		FillEmpty: m.fillEmpty.Load(), FillStarved: m.fillStarved.Load(), ThreadWakeups: m.threadWakeups.Load(),
 		Sockets: make([]SocketStats, len(p.socks)),
 	}

@@ -214,7 +214,7 @@ var sleepCost struct {
 // Poller's naps long. It is measured once per process, on first use (a
 // Poller's first Run), which takes about half a millisecond, and cached.
 // It is a latency, not CPU time: a Poller with Config.IdleRounds 0 naps
-// for 4 of it by default, dates an arrival that woke it from a sleep that
+// for one of it by default (the delay budget), dates an arrival that woke it from a sleep that
 // blocked one SleepCost before the wake-up, and never polls an empty ring again for longer
 // than this (Stats.SpinLimit; what a sleep costs in CPU is
 // Stats.SleepCPU).

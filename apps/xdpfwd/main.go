@@ -13,7 +13,7 @@ import (
 const usage = `xdpfwd: forward packets between interfaces through AF_XDP, without copying payload.
 
 Usage: xdpfwd -i IFACE [-o IFACE] [-mode l3|l2] [-dst-mac MAC] [-q N | -queues N|LIST] [-cpus LIST|none]
-              [-duration D] [-metrics 127.0.0.1:PORT] [-coalesce D] [-thread] [-max-pps PPS [-max-burst N]]`
+              [-duration D] [-metrics 127.0.0.1:PORT] [-coalesce D] [-max-delay D] [-thread] [-max-pps PPS [-max-burst N]]`
 
 type config struct {
 	in, out   string
@@ -33,6 +33,7 @@ type config struct {
 	xdpMode   string
 	quiet     bool
 	coalesce  time.Duration
+	maxDelay  time.Duration
 	thread    bool
 	maxPPSS   string
 	maxPPS    float64 // 0: no limit
@@ -59,7 +60,8 @@ func main() {
 	fs.IntVar(&c.icmpRate, "icmp-rate", 100, "l3: ICMP time exceeded messages per second at most, per queue (0: none)")
 	fs.StringVar(&c.xdpMode, "xdp-mode", "auto", "XDP attach mode: auto, native or generic")
 	fs.BoolVar(&c.quiet, "quiet", false, "no status line per second")
-	fs.DurationVar(&c.coalesce, "coalesce", 0, "the receive poller's nap timer while packets flow (rxpath.Config.Coalesce): 0 its default (4 sleep costs, at most 800µs; a packet may wait that long), negative never nap")
+	fs.DurationVar(&c.maxDelay, "max-delay", 0, "the most a packet may wait on the RX ring by the receive poller's choice (rxpath.Config.MaxDelay): no nap while packets flow is longer; 0 its default (one sleep cost), negative never nap while packets flow")
+	fs.DurationVar(&c.coalesce, "coalesce", 0, "the receive poller's nap timer while packets flow (rxpath.Config.Coalesce): 0 its default (4 sleep costs, cut to -max-delay), negative never nap")
 	fs.BoolVar(&c.thread, "thread", false, "while packets flow, the receive poller sleeps in ppoll on its own thread instead of in the Go runtime's poller (rxpath.Config.Thread): less CPU per wake-up, a thread and a P held meanwhile")
 	fs.StringVar(&c.maxPPSS, "max-pps", "", "forward at most this many packets/s (10k, 1M), dropping the rest (a token bucket; a known bottleneck for tests and xdpndr)")
 	fs.Float64Var(&c.maxBurst, "max-burst", 0, "with -max-pps: the bucket's size in packets (0: 50ms at -max-pps, at least 64): the stall of the forwarder it rides out, and the excess it lets through")

@@ -69,11 +69,13 @@
 // seconds, nanoseconds, captured length, original length).
 //
 // The receive poller naps while packets flow (rxpath.Config.Coalesce,
-// by default 4 of the host's measured sleep costs, a timer of at most
-// 800 µs): it takes fewer wake-ups and less CPU per packet at moderate
-// rates, and a packet may wait up to a nap on the ring. -coalesce sets
-// the nap's timer (naps are still skipped while they overrun it on a
-// contended CPU); -coalesce -1ns never naps.
+// by default 4 of the host's measured sleep costs), within a delay
+// budget (rxpath.Config.MaxDelay, by default one sleep cost): it takes
+// fewer wake-ups and less CPU per packet at moderate rates, and a packet
+// may wait up to a nap on the ring. -max-delay sets the budget (a larger
+// one trades delay for CPU; negative never naps while packets flow);
+// -coalesce sets the nap's timer within it (naps are still skipped while
+// they overrun it on a contended CPU); -coalesce -1ns never naps.
 // -thread makes the poller sleep, while packets flow, in ppoll on its own
 // thread rather than in the Go runtime's poller (rxpath.Config.Thread): a
 // wake-up then costs about what a C receiver's poll(2) does, and the

@@ -13,7 +13,7 @@ import (
 const usage = `xdprecv: receive, count and verify UDP traffic (and TCP SYNs, ICMP echoes, raw frames) through AF_XDP.
 
 Usage: xdprecv -i IFACE [-q N | -queues N|LIST] [-cpus LIST|none] [-port N] [-count N] [-duration D] [-pcap FILE] [-snaplen N] [-metrics 127.0.0.1:PORT]
-               [-latency [-latency-clock auto|device|xdp|user]] [-coalesce D] [-thread] [-napi-defer N -napi-gro-flush D]
+               [-latency [-latency-clock auto|device|xdp|user]] [-coalesce D] [-max-delay D] [-thread] [-napi-defer N -napi-gro-flush D]
                [-json] [-tcp] [-all]`
 
 type config struct {
@@ -33,6 +33,7 @@ type config struct {
 	xdpMode  string
 	quiet    bool
 	coalesce time.Duration
+	maxDelay time.Duration
 	thread   bool
 	// napiDefer and napiFlush: the interface's NAPI deferral while
 	// xdprecv runs (napiDefer < 0: left as it is).
@@ -64,7 +65,8 @@ func main() {
 	fs.IntVar(&c.ring, "ring", 4096, "RX and Fill ring size (power of two)")
 	fs.StringVar(&c.xdpMode, "xdp-mode", "auto", "XDP attach mode: auto, native or generic")
 	fs.BoolVar(&c.quiet, "quiet", false, "no status line per second")
-	fs.DurationVar(&c.coalesce, "coalesce", 0, "the receive poller's nap timer while packets flow (rxpath.Config.Coalesce): 0 its default (4 sleep costs, at most 800µs; a packet may wait that long), negative never nap")
+	fs.DurationVar(&c.maxDelay, "max-delay", 0, "the most a packet may wait on the RX ring by the receive poller's choice (rxpath.Config.MaxDelay): no nap while packets flow is longer; 0 its default (one sleep cost), negative never nap while packets flow")
+	fs.DurationVar(&c.coalesce, "coalesce", 0, "the receive poller's nap timer while packets flow (rxpath.Config.Coalesce): 0 its default (4 sleep costs, cut to -max-delay), negative never nap")
 	fs.BoolVar(&c.thread, "thread", false, "while packets flow, the receive poller sleeps in ppoll on its own thread instead of in the Go runtime's poller (rxpath.Config.Thread): less CPU per wake-up, a thread and a P held meanwhile")
 	fs.IntVar(&c.napiDefer, "napi-defer", -1, "while xdprecv runs, the interface's napi_defer_hard_irqs (xsk.SetNAPIDeferral; with -napi-gro-flush): the kernel hands the RX ring batches, one wake-up each (-1: leave it)")
 	fs.DurationVar(&c.napiFlush, "napi-gro-flush", -1, "while xdprecv runs, the interface's gro_flush_timeout: a packet may wait that long (with -napi-defer; -1: leave it)")

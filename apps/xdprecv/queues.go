@@ -127,6 +127,7 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 		Program: &xsk.ProgramConfig{Filter: filter, Mode: mode, Metadata: c.latency},
 	}
 	cfg.Poller.Metadata, cfg.Poller.Coalesce, cfg.Poller.Thread = c.latency, c.coalesce, c.thread
+	cfg.Poller.MaxDelay = c.maxDelay
 	cli.QueueConfig(cfg, c.queues, c.cpus)
 	set, err := mq.Open(cfg)
 	if err != nil {

@@ -59,6 +59,7 @@ type options struct {
 	srcPort, dstPort  int
 	idleRounds        int           // rxdrop: rxpath.Config.IdleRounds
 	coalesce          time.Duration // rxdrop, fwd: rxpath.Config.Coalesce
+	maxDelay          time.Duration // rxdrop, fwd: rxpath.Config.MaxDelay
 	fillFrames        int           // fwd: rxpath.Config.FillFrames (0: the Fill ring's size)
 	busyPoll          int           // rxdrop: busy-poll budget (0: off)
 	napiDefer         int           // rxdrop: napi_defer_hard_irqs of -i's NAPIs (-1: leave; set with napiFlush)
@@ -175,6 +176,7 @@ func parseArgs(args []string) {
 	num(&o.fillFrames, "", "fill-frames", 0, "fwd: frames kept on the Fill ring, rxpath.Config.FillFrames (0: the ring's size)")
 	num(&o.idleRounds, "", "idle-rounds", 0, "rxdrop: rxpath.Config.IdleRounds (0: the poller's default)")
 	num(&o.busyPoll, "", "busy-poll", 0, "rxdrop: busy-poll with this budget (xsk PreferBusyPoll, rxpath BusyPoll; 0: off)")
+	fs.DurationVar(&o.maxDelay, "max-delay", 0, "rxdrop, fwd: rxpath.Config.MaxDelay, the most a packet may wait on the ring by the poller's choice (0: its default, one sleep cost; negative: never nap while packets flow)")
 	fs.DurationVar(&o.coalesce, "coalesce", 0, "rxdrop, fwd: rxpath.Config.Coalesce, the poller's nap while packets flow (0: its default; negative: never nap)")
 	num(&o.napiDefer, "", "napi-defer", -1, "rxdrop: set napi_defer_hard_irqs of -i's NAPIs for the run (xsk.SetNAPIDeferral; -1: leave; with --napi-gro-flush)")
 	fs.DurationVar(&o.napiFlush, "napi-gro-flush", -1, "rxdrop: set gro_flush_timeout of -i's NAPIs for the run (-1: leave; with --napi-defer)")
@@ -759,7 +761,7 @@ func runRX(fwd bool) {
 		r.drop = make([]uint64, 0, 2*o.batch)
 		r.comp = make([]uint64, o.ring)
 	}
-	pc := &rxpath.Config{Weight: o.batch, CopyThreshold: -1, FillBatch: o.batch, Coalesce: o.coalesce, Thread: o.thread}
+	pc := &rxpath.Config{Weight: o.batch, CopyThreshold: -1, FillBatch: o.batch, Coalesce: o.coalesce, MaxDelay: o.maxDelay, Thread: o.thread}
 	if !fwd {
 		pc.IdleRounds, pc.BusyPoll = o.idleRounds, o.busyPoll > 0
 	} else {
@@ -850,12 +852,12 @@ func runRX(fwd bool) {
 		if fill == 0 {
 			fill = min(o.ring, o.frames) // rxpath's default for one socket on the UMEM
 		}
-		fmt.Fprintf(&b, `,"out_iface":%q,"tx_budget":%d,"no_tx_budget":%v,"tx_completed":%d,"tx_full":%d,"l3":%v,"not_routed":%d,"syscalls":%d,"wakeups":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d,"naps_forgone":%d,"nap_packet_ns":%d,"sleep_packet_ns":%d,"spins":%d,"sleep_cpu_ns":%d,"spin_limit_ns":%d,"fill_frames":%d`,
-			o.outIfname, r.out.Features().TXBudget, r.out.Features().NoTXBudget, r.completed, r.txFull, o.l3, r.notRouted, ps.Syscalls, ps.Wakeups, ps.Naps, ps.NapsEmpty, ps.NapTime.Nanoseconds(), ps.NapsForgone, ps.NapPacketCost.Nanoseconds(), ps.SleepPacketCost.Nanoseconds(), ps.Spins, ps.SleepCPU.Nanoseconds(), ps.SpinLimit.Nanoseconds(), fill)
+		fmt.Fprintf(&b, `,"out_iface":%q,"tx_budget":%d,"no_tx_budget":%v,"tx_completed":%d,"tx_full":%d,"l3":%v,"not_routed":%d,"syscalls":%d,"wakeups":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d,"spins":%d,"sleep_cpu_ns":%d,"spin_limit_ns":%d,"fill_frames":%d`,
+			o.outIfname, r.out.Features().TXBudget, r.out.Features().NoTXBudget, r.completed, r.txFull, o.l3, r.notRouted, ps.Syscalls, ps.Wakeups, ps.Naps, ps.NapsEmpty, ps.NapTime.Nanoseconds(), ps.Spins, ps.SleepCPU.Nanoseconds(), ps.SpinLimit.Nanoseconds(), fill)
 	} else {
 		ps, _ := p.Stats() // rounds, full_rounds and sleeps are above
-		fmt.Fprintf(&b, `,"spins":%d,"preempted":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d,"nap_cost_ns":%d,"naps_forgone":%d,"nap_packet_ns":%d,"sleep_packet_ns":%d,"wakeups":%d,"syscalls":%d,"sleep_cost_ns":%d,"expected_gap_ns":%d,"sleep_cpu_ns":%d,"spin_limit_ns":%d`,
-			ps.Spins, ps.Preempted, ps.Naps, ps.NapsEmpty, ps.NapTime.Nanoseconds(), ps.NapCost.Nanoseconds(), ps.NapsForgone, ps.NapPacketCost.Nanoseconds(), ps.SleepPacketCost.Nanoseconds(), ps.Wakeups, ps.Syscalls, ps.SleepCost.Nanoseconds(), ps.ExpectedGap.Nanoseconds(), ps.SleepCPU.Nanoseconds(), ps.SpinLimit.Nanoseconds())
+		fmt.Fprintf(&b, `,"spins":%d,"preempted":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d,"nap_cost_ns":%d,"wakeups":%d,"syscalls":%d,"sleep_cost_ns":%d,"expected_gap_ns":%d,"sleep_cpu_ns":%d,"spin_limit_ns":%d`,
+			ps.Spins, ps.Preempted, ps.Naps, ps.NapsEmpty, ps.NapTime.Nanoseconds(), ps.NapCost.Nanoseconds(), ps.Wakeups, ps.Syscalls, ps.SleepCost.Nanoseconds(), ps.ExpectedGap.Nanoseconds(), ps.SleepCPU.Nanoseconds(), ps.SpinLimit.Nanoseconds())
 	}
 	if r.lat != nil {
 		r.lat.json(&b, cpu)

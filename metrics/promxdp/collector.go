@@ -71,7 +71,6 @@ var pollerFields = []field[rxpath.Stats]{
 	{desc("poller", "preempted_total", "Spins the scheduler interrupted.", LabelPoller), func(s *rxpath.Stats) uint64 { return s.Preempted }},
 	{desc("poller", "naps_total", "Timed naps of Config.Coalesce taken while packets flow.", LabelPoller), func(s *rxpath.Stats) uint64 { return s.Naps }},
 	{desc("poller", "naps_empty_total", "Naps after which the next round took nothing.", LabelPoller), func(s *rxpath.Stats) uint64 { return s.NapsEmpty }},
-	{desc("poller", "naps_forgone_total", "Naps not taken because a nap cost no less CPU per packet than a sleep, once per stretch of empty rounds.", LabelPoller), func(s *rxpath.Stats) uint64 { return s.NapsForgone }},
 	{desc("poller", "sleeps_total", "Times the poller went to sleep.", LabelPoller), func(s *rxpath.Stats) uint64 { return s.Sleeps }},
 	{desc("poller", "thread_wakeups_total", "Wakeups from a ppoll on the poller's own thread (Config.Thread).", LabelPoller), func(s *rxpath.Stats) uint64 { return s.ThreadWakeups }},
 	{desc("poller", "wakeups_total", "Sleeps ended by a readable socket.", LabelPoller), func(s *rxpath.Stats) uint64 { return s.Wakeups }},

@@ -1,0 +1,42 @@
+package rxpath
+
+import (
+	"testing"
+	"time"
+)
+
+// testChances is how many empty rounds a test offers the governor.
+const testChances = 128
+
+// TestNapTimer: a nap's timer is Config.Coalesce (by default napFactor
+// SleepCosts) cut to the delay budget (Config.MaxDelay, by default
+// delayFactor SleepCosts); a negative budget or Coalesce never naps.
+func TestNapTimer(t *testing.T) {
+	const sc = 20 * time.Microsecond
+	for _, c := range []struct {
+		coalesce, maxDelay, want time.Duration
+	}{
+		{0, 0, min(napFactor, delayFactor) * sc},
+		{0, time.Millisecond, napFactor * sc},
+		{0, 30 * time.Microsecond, 30 * time.Microsecond},
+		{500 * time.Microsecond, 0, delayFactor * sc},
+		{500 * time.Microsecond, time.Millisecond, 500 * time.Microsecond},
+		{0, -1, 0},
+		{-1, 0, 0},
+	} {
+		g := &governor{}
+		g.configure(&Config{Coalesce: c.coalesce, MaxDelay: c.maxDelay})
+		g.start(sc)
+		if got := time.Duration(g.napSpec.Value.Nano()); got != c.want {
+			t.Errorf("Coalesce %v, MaxDelay %v: nap timer %v, want %v", c.coalesce, c.maxDelay, got, c.want)
+		}
+		naps := false
+		g.lastPkt, g.gap = 10*time.Millisecond, time.Microsecond
+		for i := range testChances {
+			naps = naps || g.decide(g.lastPkt+time.Microsecond, i+1) == actNap
+		}
+		if naps != (c.want > 0) {
+			t.Errorf("Coalesce %v, MaxDelay %v: naps %v, want %v", c.coalesce, c.maxDelay, naps, c.want > 0)
+		}
+	}
+}

@@ -1,0 +1,315 @@
+package rxpath
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The trace simulator: synthetic arrival traces drive the governor as
+// Poller.loop does, on a virtual clock, with no sockets and no real time.
+// It charges CPU and advances the clock by constants, and it records how
+// long every packet waited on the ring (from its arrival to the round
+// that took it). The process's CPU clock the governor reads (processCPU)
+// is the simulated one.
+//
+// The constants are this development host's (a 2-vCPU VM):
+//
+//   - simWake, how late a sleeping goroutine runs after the packet or the
+//     timer that wakes it: SleepCost's order here (BenchmarkSleepCycle's
+//     netpoller wall time per op less its 20 µs sleep, on a quiet host;
+//     calFallback is the same order).
+//   - simSleepCPU, the CPU time of one sleep and its wake-up in the Go
+//     runtime's poller: make bench's wake-up cost table (-only wake,
+//     the "go" waiter, about 8 µs per wake-up).
+//   - simNapCPU, the same for a nap: a sleep plus the timerfd_settime and
+//     the epoll_ctl that takes the socket out of the set.
+//   - simPoll, one round that finds the ring empty (an atomic load and a
+//     vDSO clock read), simPacket the per-packet work of a round (the same
+//     for every policy), simClockRead a read of the process's CPU clock
+//     (a system call).
+//
+// Only the direction of the results carries over to a real host: the
+// constants vary with the CPU, its load and the kernel.
+const (
+	simWake      = 20 * time.Microsecond
+	simSleepCPU  = 8 * time.Microsecond
+	simNapCPU    = 9 * time.Microsecond
+	simPoll      = 60 * time.Nanosecond
+	simPacket    = 50 * time.Nanosecond
+	simClockRead = 400 * time.Nanosecond
+	simBudget    = DefaultBudget
+)
+
+// simResult is what one trace cost one policy.
+type simResult struct {
+	packets                      int
+	cpu                          time.Duration // CPU time charged
+	p50, p99, max                time.Duration // the packets' wait on the ring
+	spins, naps, sleeps, wakeups uint64
+	endSleeping                  bool          // the last action was a sleep
+	tailCPU                      time.Duration // CPU charged after the last packet was taken
+}
+
+func (r simResult) perPacket() time.Duration {
+	if r.packets == 0 {
+		return 0
+	}
+	return r.cpu / time.Duration(r.packets)
+}
+
+// simulate runs the governor with cfg over arrivals (sorted) until end,
+// on a host where a nap's timer wakes the poller napLate late (simWake
+// on a quiet host; more where the CPU is contended).
+func simulate(tb testing.TB, cfg Config, arrivals []time.Duration, end, napLate time.Duration) simResult {
+	tb.Helper()
+	var (
+		t, cpu time.Duration
+		next   int // arrivals[next] is the first not taken
+		waits  = make([]time.Duration, 0, len(arrivals))
+		res    simResult
+		sleeps uint64
+		lastAt time.Duration // CPU when the last packet was taken
+	)
+	saved := processCPU
+	processCPU = func() time.Duration { return cpu + 1 } // never 0: 0 is a failed read
+	defer func() { processCPU = saved }()
+	g := &governor{}
+	g.configure(&cfg)
+	g.start(simWake)
+	charge := func(d time.Duration) { cpu += d; t += d }
+	reads := uint64(0)
+	chargeReads := func() {
+		if n := g.n.clockReads - reads; n > 0 {
+			charge(time.Duration(n) * simClockRead)
+			reads = g.n.clockReads
+		}
+	}
+	idle := 0
+	g.lastEmpty = true
+	for t < end {
+		now := t
+		g.roundStart(now)
+		g.spun = false
+		got := 0
+		for next < len(arrivals) && arrivals[next] <= t && got < simBudget {
+			waits = append(waits, t-arrivals[next])
+			next++
+			got++
+		}
+		charge(simPoll + time.Duration(got)*simPacket)
+		if got > 0 {
+			lastAt = cpu
+		}
+		g.roundEnd(now, got)
+		chargeReads()
+		if got == simBudget {
+			continue
+		}
+		if got > 0 {
+			idle = 0
+			continue
+		}
+		idle++
+		act := g.decide(now, idle)
+		res.endSleeping = act == actSleep
+		switch act {
+		case actNap:
+			c0 := g.napBegin(t)
+			start := t
+			t += time.Duration(g.napSpec.Value.Nano()) + napLate
+			cpu += simNapCPU
+			g.napEnd(t-start, c0)
+			idle = 0
+		case actPoll:
+		case actSleep:
+			idle = 0
+			if cfg.Spin {
+				charge(simPoll) // spinMaintain: never sleeps
+				break
+			}
+			c0 := g.sleepBegin(now, false, sleeps)
+			chargeReads()
+			sleeps++
+			woke := next < len(arrivals)
+			g.blocked = woke && arrivals[next] > t
+			switch {
+			case !woke:
+				t = end // the stream stopped: asleep until the end
+			case g.blocked:
+				t = arrivals[next] + simWake
+			}
+			cpu += simSleepCPU
+			if woke {
+				res.wakeups++
+			}
+			g.sleepEnd(woke, t, c0)
+		}
+		chargeReads()
+	}
+	slices.Sort(waits)
+	res.packets = len(waits)
+	if len(waits) > 0 {
+		res.p50, res.p99, res.max = waits[len(waits)/2], waits[len(waits)*99/100], waits[len(waits)-1]
+	}
+	res.cpu, res.tailCPU = cpu, cpu-lastAt
+	res.spins, res.naps, res.sleeps = g.n.spins, g.n.naps, sleeps
+	return res
+}
+
+// simTrace is a synthetic arrival trace.
+type simTrace struct {
+	name     string
+	arrivals []time.Duration
+	end      time.Duration
+}
+
+// paced: one packet every 1/rate, for d.
+func paced(rate float64, d time.Duration) []time.Duration {
+	gap := time.Duration(float64(time.Second) / rate)
+	var a []time.Duration
+	for t := gap; t < d; t += gap {
+		a = append(a, t)
+	}
+	return a
+}
+
+// simTraces are the traces the tests and the table run, from a fixed seed.
+func simTraces() []simTrace {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const d = 100 * time.Millisecond
+	var poisson []time.Duration
+	for t := time.Duration(0); ; {
+		t += time.Duration(rng.ExpFloat64() * float64(time.Second) / 300e3)
+		if t >= d {
+			break
+		}
+		poisson = append(poisson, t)
+	}
+	var bursts, onoff []time.Duration
+	for t := 100 * time.Microsecond; t < d; t += 100 * time.Microsecond {
+		for i := range 32 { // 32 packets at 10 Mpps every 100 µs: 320 kpps
+			bursts = append(bursts, t+time.Duration(i)*100*time.Nanosecond)
+		}
+	}
+	for t := time.Duration(0); t < d; t += 5 * time.Millisecond {
+		for _, a := range paced(1e6, time.Millisecond) { // 1 ms at 1 Mpps, 4 ms off
+			onoff = append(onoff, t+a)
+		}
+	}
+	// Every trace ends with 100 ms of silence, the last with 1 s: the
+	// stream stops.
+	const tail = 100 * time.Millisecond
+	return []simTrace{
+		{"paced 100 kpps", paced(100e3, d), d + tail},
+		{"paced 300 kpps", paced(300e3, d), d + tail},
+		{"paced 1 Mpps", paced(1e6, d), d + tail},
+		{"Poisson 300 kpps", poisson, d + tail},
+		{"bursts of 32, 100 µs apart", bursts, d + tail},
+		{"on/off: 1 ms at 1 Mpps, 4 ms off", onoff, d + tail},
+		{"300 kpps for 20 ms, then 1 s idle", paced(300e3, 20*time.Millisecond), 20*time.Millisecond + time.Second},
+	}
+}
+
+// simPolicies are the configurations compared: the default, a larger
+// delay budget, no naps, and a reference: a receiver that sleeps
+// whenever its ring is empty, as a C receiver in poll(2) does.
+var simPolicies = []struct {
+	name string
+	cfg  Config
+}{
+	{"default", Config{}},
+	{"MaxDelay 4 SleepCosts", Config{MaxDelay: 4 * simWake}},
+	{"MaxDelay -1 (no naps)", Config{MaxDelay: -1}},
+	{"sleep when empty", Config{IdleRounds: -1}},
+}
+
+// TestGovernorTraces asserts the governor's bounds on every trace: no
+// packet waits on the ring longer than the delay budget plus one wake-up
+// (and a round's work), nor longer at the median and the 99th
+// percentile than with a receiver that sleeps whenever its ring is empty
+// by more than the budget, a stream that stops ends in a sleep with its
+// tail costing a few sleeps, not a spin, and the default costs no more
+// CPU per packet than that receiver (within a tenth).
+func TestGovernorTraces(t *testing.T) {
+	for _, tr := range simTraces() {
+		ref := simulate(t, Config{IdleRounds: -1}, tr.arrivals, tr.end, simWake)
+		for _, pc := range []struct {
+			cfg    Config
+			budget time.Duration
+		}{
+			{Config{}, delayFactor * simWake},
+			{Config{MaxDelay: 4 * simWake}, 4 * simWake},
+			{Config{MaxDelay: -1}, 0},
+		} {
+			r := simulate(t, pc.cfg, tr.arrivals, tr.end, simWake)
+			name := fmt.Sprintf("%s, MaxDelay %v", tr.name, pc.cfg.MaxDelay)
+			if r.packets != len(tr.arrivals) {
+				t.Errorf("%s: took %d of %d packets", name, r.packets, len(tr.arrivals))
+			}
+			// A round takes at most simBudget packets: a backlog waits
+			// for the rounds before its own.
+			slack := simBudget*simPacket + 2*simPoll
+			if limit := pc.budget + simWake + slack; r.max > limit {
+				t.Errorf("%s: a packet waited %v, more than the budget %v and a wake-up %v", name, r.max, pc.budget, simWake)
+			}
+			if !r.endSleeping {
+				t.Errorf("%s: the trace ended in a spin, not a sleep", name)
+			}
+			// What the governor adds to the wait of a receiver that
+			// sleeps whenever its ring is empty is within the budget.
+			if r.p50 > ref.p50+pc.budget+slack || r.p99 > ref.p99+pc.budget+slack {
+				t.Errorf("%s: waits p50 %v, p99 %v, more than a receiver that sleeps when its ring is empty (%v, %v) and the budget %v",
+					name, r.p50, r.p99, ref.p50, ref.p99, pc.budget)
+			}
+			if pc.cfg.MaxDelay == 0 && r.perPacket() > ref.perPacket()*11/10 {
+				t.Errorf("%s: %v CPU per packet, more than a receiver that sleeps when its ring is empty (%v)", name, r.perPacket(), ref.perPacket())
+			}
+			if tail := 4*simSleepCPU + 2*simWake; r.tailCPU > tail {
+				t.Errorf("%s: %v of CPU after the last packet, more than %v", name, r.tailCPU, tail)
+			}
+		}
+	}
+}
+
+// TestGovernorLateNaps: where naps wake late (a contended CPU), the
+// governor stops napping once they last beyond the delay budget plus two
+// wake-ups, but for a probe now and then: the 99th percentile of the
+// wait stays within the budget and two wake-ups.
+func TestGovernorLateNaps(t *testing.T) {
+	tr := simTraces()[1] // paced 300 kpps
+	for _, late := range []time.Duration{2 * simWake, 8 * simWake} {
+		for _, pc := range []struct {
+			cfg    Config
+			budget time.Duration
+		}{
+			{Config{}, delayFactor * simWake},
+			{Config{MaxDelay: 4 * simWake}, 4 * simWake},
+		} {
+			r := simulate(t, pc.cfg, tr.arrivals, tr.end, late)
+			if limit := pc.budget + 2*simWake + simBudget*simPacket; r.p99 > limit {
+				t.Errorf("%s, MaxDelay %v, naps %v late: p99 wait %v, more than the budget %v and two wake-ups %v (%d naps, %d sleeps)",
+					tr.name, pc.cfg.MaxDelay, late, r.p99, pc.budget, simWake, r.naps, r.sleeps)
+			}
+		}
+	}
+}
+
+// TestGovernorTable prints the table of simulated results that the
+// package documentation shows (go test -run TestGovernorTable -v
+// ./rxpath/).
+func TestGovernorTable(t *testing.T) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| trace | policy | CPU µs/packet | p50 µs | p99 µs | max µs | naps | sleeps | spins |\n|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, tr := range simTraces() {
+		for _, pc := range simPolicies {
+			r := simulate(t, pc.cfg, tr.arrivals, tr.end, simWake)
+			fmt.Fprintf(&b, "| %s | %s | %.2f | %.1f | %.1f | %.1f | %d | %d | %d |\n", tr.name, pc.name,
+				float64(r.perPacket())/1e3, float64(r.p50)/1e3, float64(r.p99)/1e3, float64(r.max)/1e3, r.naps, r.sleeps, r.spins)
+		}
+	}
+	t.Log("\n" + b.String())
+}
