@@ -143,6 +143,7 @@ type Poller struct {
 	ender   RoundEnder // h, if it wants to hear of each round's end
 	copyMax int
 	copyBuf []byte
+	touched byte // touchFirst's sums (Config.Prefetch)
 	pkt     Packet
 	segs    [MaxSegments][]byte
 
@@ -655,6 +656,9 @@ func (p *Poller) visit(s *sock, quota int) int {
 			}
 			s.out -= got
 			s.np, short = got, got < want
+			if p.cfg.Prefetch {
+				p.touched += touchFirst(pl.mem, s.descs[:got])
+			}
 		}
 		// A packet in one buffer inside the UMEM, the common case, is
 		// told here; SplitPacket says what the others are.
@@ -692,6 +696,20 @@ func (p *Poller) visit(s *sock, quota int) int {
 	s.c.packets += uint64(pk)
 	s.c.maxVisit = max(s.c.maxVisit, uint64(pk))
 	return pk
+}
+
+// touchFirst reads the first byte of every descriptor's buffer that lies
+// inside mem (Config.Prefetch) and returns their sum, which the caller
+// keeps so that the reads are not optimised away. Each read is
+// independent of the others: the CPU overlaps their cache misses.
+func touchFirst(mem []byte, descs []xsk.Desc) byte {
+	var t byte
+	for _, d := range descs {
+		if d.Addr < uint64(len(mem)) {
+			t += mem[d.Addr]
+		}
+	}
+	return t
 }
 
 // recycle queues a frame of s's UMEM for its Fill ring.

@@ -104,6 +104,7 @@ type Sender struct {
 	maxPacket int
 	meta      bool
 	sg        bool
+	zc        bool // zero-copy: the driver sends after a kick returns
 	swCsum    bool // the UMEM has XDP_UMEM_TX_SW_CSUM
 	auto      bool // Auto policy with the calibrated NT threshold: SendUDP asks ChooseCopy
 
@@ -220,6 +221,7 @@ func newSender(u *umem.UMEM, p port, zc, sg bool, c *Config, txSize, compSize in
 		maxPacket: c.MaxPacket,
 		meta:      meta,
 		sg:        sg,
+		zc:        zc,
 		swCsum:    u.TxSwCsum(),
 		auto:      c.Policy == Auto && c.NTThreshold == 0,
 		cache:     make([]uint64, 0, c.BatchSize+maxChain),
@@ -478,8 +480,13 @@ func (s *Sender) policy(p Policy) (Policy, error) {
 
 // Flush submits the queued descriptors with one producer-index store,
 // after one nt.Fence if any payload was copied with NT stores, kicks the
-// kernel if it asked for a wake-up (again while it answers EAGAIN), and
-// reaps completions.
+// kernel if it asked for a wake-up (again, a bounded number of times,
+// while copy mode leaves descriptors on the ring), and reaps completions.
+// A device that stays busy can leave descriptors on the TX ring after
+// Flush returns; a Flush with nothing queued kicks again. A program that
+// sends from a poll loop calls Flush at the end of every round, an idle
+// one too (rxpath.RoundEnder), so that no frame waits on the ring for
+// the next packet to be sent.
 func (s *Sender) Flush() error {
 	if s.closed {
 		return os.ErrClosed
@@ -540,7 +547,12 @@ func (s *Sender) flush() error {
 
 // kick wakes the kernel while it has descriptors to take and says it
 // stopped early (copy mode sends at most its TX budget, 32 frames by
-// default, per system call).
+// default, per system call). In copy mode the kernel sends in the
+// system call, so descriptors still on the ring after a kick that did
+// not say so were left too: older kernels stop without an error when the
+// completion ring is full. Zero-copy drivers send after the call
+// returns: there a kick that did not say EAGAIN is not repeated. Bounded;
+// what a busy device still refuses stays on the ring for the next Flush.
 func (s *Sender) kick() error {
 	limit := s.p.txPending()/16 + 2
 	for i := 0; i < limit && s.p.txPending() > 0; i++ {
@@ -549,10 +561,11 @@ func (s *Sender) kick() error {
 		if err != nil {
 			return fmt.Errorf("txpath: kick: %w", err)
 		}
-		if !again {
+		if again {
+			s.stats.KicksAgain++
+		} else if s.zc {
 			return nil
 		}
-		s.stats.KicksAgain++
 		// The kernel may have stopped because the completion ring is
 		// full: make room before kicking again.
 		if err := s.reap(); err != nil {

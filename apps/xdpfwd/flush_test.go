@@ -86,3 +86,69 @@ func TestFlushTXFull(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEndRoundDefers: a round that took packets and leaves fewer than
+// kickBatch pending keeps them (nothing on the TX ring, no kick); the
+// next empty round sends them; a round that leaves kickBatch sends at
+// once. Every frame comes back.
+func TestEndRoundDefers(t *testing.T) {
+	vethns.Require(t)
+	a, b := vethns.NewNS(t), vethns.NewNS(t)
+	pair := vethns.NewPair(t, a, b, nil)
+	err := a.Do(func() error {
+		u, err := umem.New(&umem.Config{FrameSize: 2048, FrameCount: 256})
+		if err != nil {
+			return err
+		}
+		defer u.Close()
+		sock, err := xsk.New(pair.A.Name, 0, u, &xsk.Config{NoRX: true, TXSize: 128, FillSize: 128,
+			CompletionSize: 128, Mode: xsk.ModeCopy})
+		if err != nil {
+			return err
+		}
+		defer sock.Close()
+		q := &port{name: pair.A.Name, sock: sock, comp: make([]uint64, 256)}
+		f := &forwarder{u: u, ports: []*port{q}, batch: 64}
+		frame := udpFrame(64)
+		add := func(n int) {
+			t.Helper()
+			addrs := make([]uint64, n)
+			if got := u.GetBatch(addrs); got != n {
+				t.Fatalf("UMEM gave %d frames of %d", got, n)
+			}
+			for _, addr := range addrs {
+				copy(u.Frame(addr), frame)
+				q.pend = append(q.pend, xsk.Desc{Addr: addr, Len: uint32(len(frame))})
+				f.pending++
+			}
+		}
+		const few = kickBatch / 3
+		add(few)
+		f.roundGot = true // Receive ran in this round
+		f.EndRound()
+		if len(q.pend) != few || f.pending != few || q.inflight != 0 || sock.TX().Pending() != 0 {
+			t.Errorf("a busy round with %d pending sent some: %d kept (%d counted), %d in flight, %d on the TX ring",
+				few, len(q.pend), f.pending, q.inflight, sock.TX().Pending())
+		}
+		f.EndRound() // an empty round
+		if len(q.pend) != 0 || f.pending != 0 || f.c.forwarded.Load() != few {
+			t.Errorf("an empty round kept %d (%d counted), forwarded %d; want 0 kept, %d forwarded",
+				len(q.pend), f.pending, f.c.forwarded.Load(), few)
+		}
+		add(kickBatch)
+		f.roundGot = true
+		f.EndRound()
+		if len(q.pend) != 0 || f.c.forwarded.Load() != few+kickBatch {
+			t.Errorf("a busy round with %d pending kept %d, forwarded %d in all; want 0 kept, %d forwarded",
+				kickBatch, len(q.pend), f.c.forwarded.Load(), few+kickBatch)
+		}
+		f.finish()
+		if acc := u.Accounting(); acc.Free != acc.Total {
+			t.Errorf("UMEM: not every frame back: %s", acc)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

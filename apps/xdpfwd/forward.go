@@ -85,6 +85,9 @@ type forwarder struct {
 	icmpSecond int64
 	icmpLeft   int
 
+	// roundGot: Receive ran in this poll round (EndRound).
+	roundGot bool
+
 	// now is the clock of the round (unix nanoseconds) for the next-hop
 	// cache, read at its first routed packet: one clock read per round,
 	// not per packet.
@@ -120,6 +123,7 @@ func (f *forwarder) Receive(p *rxpath.Packet) {
 			return
 		}
 	}
+	f.roundGot = true
 	in := f.ports[p.Index]
 	f.handle(p, in)
 	if f.pending >= f.batch {
@@ -199,11 +203,23 @@ func holdsPseudo(got uint16, pseudo uint32) bool {
 	return got == want || got == 0 && want == 0xffff || got == 0xffff && want == 0
 }
 
+// kickBatch is the fewest pending packets that a round which took
+// packets sends: copy mode's TX budget, what one kick sends.
+const kickBatch = 32
+
 // EndRound sends what the round left pending: one TX batch and at most
-// one kick per poll round (rxpath.RoundEnder).
+// one kick per poll round (rxpath.RoundEnder). A round that took packets
+// and leaves fewer than kickBatch pending keeps them for the next round,
+// which the poller runs at once (it naps or sleeps only after an empty
+// round): a kick costs a system call whatever it sends, and small rounds
+// would make one per few packets. An empty round sends everything.
 func (f *forwarder) EndRound() {
+	busy := f.roundGot
+	f.roundGot = false
 	if f.pending > 0 {
-		f.flush()
+		if !busy || f.pending >= kickBatch {
+			f.flush()
+		}
 	} else {
 		// Frames on a TX ring that the kernel has not taken (its copy
 		// mode refused a kick while the device's queue was full, or
