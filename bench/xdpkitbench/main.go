@@ -60,6 +60,7 @@ type options struct {
 	idleRounds        int           // rxdrop: rxpath.Config.IdleRounds
 	coalesce          time.Duration // rxdrop, fwd: rxpath.Config.Coalesce
 	maxDelay          time.Duration // rxdrop, fwd: rxpath.Config.MaxDelay
+	prefetch          bool          // fwd: rxpath.Config.Prefetch
 	fillFrames        int           // fwd: rxpath.Config.FillFrames (0: the Fill ring's size)
 	busyPoll          int           // rxdrop: busy-poll budget (0: off)
 	napiDefer         int           // rxdrop: napi_defer_hard_irqs of -i's NAPIs (-1: leave; set with napiFlush)
@@ -176,6 +177,7 @@ func parseArgs(args []string) {
 	num(&o.fillFrames, "", "fill-frames", 0, "fwd: frames kept on the Fill ring, rxpath.Config.FillFrames (0: the ring's size)")
 	num(&o.idleRounds, "", "idle-rounds", 0, "rxdrop: rxpath.Config.IdleRounds (0: the poller's default)")
 	num(&o.busyPoll, "", "busy-poll", 0, "rxdrop: busy-poll with this budget (xsk PreferBusyPoll, rxpath BusyPoll; 0: off)")
+	fs.BoolVar(&o.prefetch, "prefetch", false, "fwd: rxpath.Config.Prefetch, read the first byte of every packet of a batch before forwarding the first")
 	fs.DurationVar(&o.maxDelay, "max-delay", 0, "rxdrop, fwd: rxpath.Config.MaxDelay, the most a packet may wait on the ring by the poller's choice (0: its default, one sleep cost; negative: never nap while packets flow)")
 	fs.DurationVar(&o.coalesce, "coalesce", 0, "rxdrop, fwd: rxpath.Config.Coalesce, the poller's nap while packets flow (0: its default; negative: never nap)")
 	num(&o.napiDefer, "", "napi-defer", -1, "rxdrop: set napi_defer_hard_irqs of -i's NAPIs for the run (xsk.SetNAPIDeferral; -1: leave; with --napi-gro-flush)")
@@ -765,7 +767,7 @@ func runRX(fwd bool) {
 	if !fwd {
 		pc.IdleRounds, pc.BusyPoll = o.idleRounds, o.busyPoll > 0
 	} else {
-		pc.FillFrames = o.fillFrames
+		pc.FillFrames, pc.Prefetch = o.fillFrames, o.prefetch
 	}
 	p, err := rxpath.New(pc, in)
 	if err != nil {
