@@ -167,8 +167,8 @@ type proc struct {
 
 const procTimeout = 90 * time.Second
 
-// onlyImpl is -impl: measure only this implementation ("c" or "xdpkit"),
-// e.g. to profile it alone; "" for both.
+// onlyImpl is -impl: measure only this implementation ("c", "xdpkit" or
+// "xsksample"), e.g. to profile it alone; "" for all.
 var onlyImpl string
 
 // xdpkitArgs are xdpkitbench's arguments as the measured receiver or
@@ -405,7 +405,7 @@ func runXDP(ctx context.Context, c *config, dir string) ([]XDPCase, error) {
 	if onlyImpl != "" {
 		impls = slices.DeleteFunc(impls, func(im impl) bool { return im.name != onlyImpl })
 		if len(impls) == 0 {
-			return nil, fmt.Errorf("-impl %q: want c or xdpkit", onlyImpl)
+			return nil, fmt.Errorf("-impl %q: want c, xdpkit or xsksample", onlyImpl)
 		}
 	}
 	gen, meas := -1, -1
