@@ -45,10 +45,11 @@
  *   its own redirect program.
  *
  * What differs from xdpsock
- *   Only the options above (plus -z, -m, -h); no multi-buffer, VLAN,
- *   timestamps, busy-poll sockets, several sockets or packet counts. The
- *   txonly frames carry addresses from 198.18.0.0/15 and locally
- *   administered MACs. A refused RLIMIT_MEMLOCK raise is a warning, not
+ *   Only the options above (plus -z, -m, -G, -H, -h); no multi-buffer,
+ *   VLAN, timestamps, busy-poll sockets, several sockets or packet
+ *   counts. The txonly frames go from 198.18.0.1 to 198.18.0.2, UDP port
+ *   4096 to 4096, from and to locally administered MACs unless -H and -G
+ *   say others. A refused RLIMIT_MEMLOCK raise is a warning, not
  *   an exit (the kernel charges AF_XDP and BPF memory to the memory
  *   cgroup).
  *
@@ -73,6 +74,7 @@
 #include <getopt.h>
 #include <locale.h>
 #include <net/ethernet.h>
+#include <netinet/ether.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
 #include <poll.h>
@@ -116,6 +118,8 @@ static unsigned int batch = 64;
 static unsigned int frame_len = 64; /* -s: with the FCS */
 static int interval = 1;
 static unsigned long duration_ns;
+static struct ether_addr tx_dst = { { 0x02, 0, 0, 0, 0, 0x02 } };
+static struct ether_addr tx_src = { { 0x02, 0, 0, 0, 0, 0x01 } };
 
 /* One socket and its UMEM. The counters are written by the loop and read
  * by the statistics thread. */
@@ -366,8 +370,6 @@ static uint16_t csum_fold(uint32_t sum)
  * checksums and a repeated 32-bit payload pattern, into every UMEM frame. */
 static void write_frames(void)
 {
-	static const uint8_t dst[ETH_ALEN] = { 0x02, 0, 0, 0, 0, 0x02 };
-	static const uint8_t src[ETH_ALEN] = { 0x02, 0, 0, 0, 0, 0x01 };
 	uint8_t f[FRAME_SIZE] = { 0 };
 	uint32_t len = frame_len - FCS, i, sum;
 	struct ether_header *eth = (struct ether_header *)f;
@@ -376,8 +378,8 @@ static void write_frames(void)
 	uint16_t ip_len = (uint16_t)(len - sizeof(*eth)), udp_len = (uint16_t)(ip_len - sizeof(*ip));
 	uint8_t pseudo[4];
 
-	memcpy(eth->ether_dhost, dst, ETH_ALEN);
-	memcpy(eth->ether_shost, src, ETH_ALEN);
+	memcpy(eth->ether_dhost, &tx_dst, ETH_ALEN);
+	memcpy(eth->ether_shost, &tx_src, ETH_ALEN);
 	eth->ether_type = htons(ETHERTYPE_IP);
 	ip->version = 4;
 	ip->ihl = 5;
@@ -423,6 +425,8 @@ static void usage(int code)
 		"  -p, --poll            poll(2) before each round\n"
 		"  -b, --batch-size=N    descriptors per round (64)\n"
 		"  -s, --tx-pkt-size=N   txonly frame size with the 4-byte FCS, %d..%d (64)\n"
+		"  -G, --tx-dmac=MAC     txonly destination MAC (02:00:00:00:00:02)\n"
+		"  -H, --tx-smac=MAC     txonly source MAC (02:00:00:00:00:01)\n"
 		"  -n, --interval=N      seconds between statistics (1)\n"
 		"  -d, --duration=N      seconds to run (0: until SIGINT)\n",
 		ETH_ZLEN + FCS, FRAME_SIZE);
@@ -459,6 +463,8 @@ static void parse(int argc, char **argv)
 		{ "poll", no_argument, NULL, 'p' },
 		{ "batch-size", required_argument, NULL, 'b' },
 		{ "tx-pkt-size", required_argument, NULL, 's' },
+		{ "tx-dmac", required_argument, NULL, 'G' },
+		{ "tx-smac", required_argument, NULL, 'H' },
 		{ "interval", required_argument, NULL, 'n' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
@@ -466,7 +472,7 @@ static void parse(int argc, char **argv)
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "rtli:q:NSczmpb:s:n:d:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "rtli:q:NSczmpb:s:G:H:n:d:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'r': mode = RXDROP; break;
 		case 't': mode = TXONLY; break;
@@ -484,6 +490,13 @@ static void parse(int argc, char **argv)
 		case 'p': use_poll = true; break;
 		case 'b': batch = (unsigned int)number("-b", optarg, 1, XSK_RING_PROD__DEFAULT_NUM_DESCS); break;
 		case 's': frame_len = (unsigned int)number("-s", optarg, ETH_ZLEN + FCS, FRAME_SIZE); break;
+		case 'G':
+		case 'H':
+			if (!ether_aton_r(optarg, c == 'G' ? &tx_dst : &tx_src)) {
+				fprintf(stderr, "xsksample: -%c %s: not a MAC address\n", c, optarg);
+				exit(1);
+			}
+			break;
 		case 'n': interval = (int)number("-n", optarg, 1, 3600); break;
 		case 'd': duration_ns = (unsigned long)number("-d", optarg, 0, 86400) * 1000000000ul; break;
 		case 'h': usage(0); break;

@@ -325,6 +325,14 @@ func runSampleCase(ctx context.Context, c *config, xc xdpCase, sbin, cbin string
 			secs = 1
 		}
 		run, err := sampleOnce(ctx, p, count, xc, sbin, cbin, secs, gen, meas)
+		for try := 1; err != nil && ctx.Err() == nil && strings.Contains(err.Error(), "resource busy") && try < 5; try++ {
+			// The kernel releases a closed socket's hold on the queue
+			// a little later (deferred work): the next one's bind may
+			// find it busy for a moment.
+			logf("  xsksample %s: queue busy, trying again", caseName(xc))
+			time.Sleep(time.Duration(try) * 200 * time.Millisecond)
+			run, err = sampleOnce(ctx, p, count, xc, sbin, cbin, secs, gen, meas)
+		}
 		if err != nil {
 			return res, fmt.Errorf("run %d: %w", r, err)
 		}
