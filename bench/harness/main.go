@@ -55,9 +55,6 @@ type Results struct {
 	Deliver *Deliver `json:"deliver,omitempty"`
 	// Wake is the wake-up cost comparison (wake.go).
 	Wake *Wake `json:"wake,omitempty"`
-	// Sample is xsksample's rows, the AF_XDP sample program shape beside
-	// the AF_XDP rows (xsksample.go).
-	Sample []SampleCase `json:"xsksample,omitempty"`
 	// Gen is xdpgen's modes, TX only (genbench.go).
 	Gen []GenCase `json:"xdpgen,omitempty"`
 	// Latency is the one-way delay rows (latency.go).
@@ -251,19 +248,12 @@ func run(c *config) error {
 		}
 		res.Wake = w
 	}
-	if slices.Contains(parts, "xdp") && onlyImpl != "xsksample" {
+	if slices.Contains(parts, "xdp") {
 		x, err := runXDP(ctx, c, bin)
 		if err != nil {
 			return fmt.Errorf("AF_XDP: %w", err)
 		}
 		res.XDP = x
-	}
-	if slices.Contains(parts, "xdp") && (onlyImpl == "" || onlyImpl == "xsksample") {
-		x, err := runSample(ctx, c, bin)
-		res.Sample = x
-		if err != nil {
-			return fmt.Errorf("AF_XDP, xsksample: %w", err)
-		}
 	}
 	if slices.Contains(parts, "gen") {
 		g, err := runGen(ctx, c, bin)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,18 +15,14 @@ import (
 	"github.com/xdpkit/xdpkit/test/vethns"
 )
 
-// SampleCase is one row of the sample program: xsksample
-// (bench/c/xsksample.c, the shape of the kernel's and bpf-examples' AF_XDP
-// sample, xdpsock, on libxdp) in one of its modes, with every measured
-// run, counted at the same independent point as the AF_XDP rows of the
-// same mode.
-type SampleCase struct {
+// SampleRuns are xsksample's runs in one AF_XDP case (bench/c/xsksample.c,
+// the shape of the kernel's and bpf-examples' AF_XDP sample, xdpsock, on
+// libxdp), in the matching mode, alternated with the C reference's and
+// xdpkit's runs on the same links and counted at the same independent
+// point.
+type SampleRuns struct {
 	// Mode is the sample's: rxdrop (-r), txonly (-t) or l2fwd (-l).
-	Mode string `json:"mode"`
-	Size int    `json:"size"`
-	// Rate is the generator's paced rate (rxdrop, l2fwd), 0 for the
-	// maximum-rate rows.
-	Rate    int        `json:"rate_pps"`
+	Mode    string     `json:"mode"`
 	Args    []string   `json:"args"`
 	Counted string     `json:"counted_at"`
 	Runs    []XDPRun   `json:"runs"`
@@ -42,45 +37,23 @@ var sampleCountedAt = map[string]string{
 	"l2fwd":  "return link: the harness's XDP counter on the generator's link (hairpin: the sample sends back on the link it receives on)",
 }
 
-// sampleModes maps the AF_XDP modes of -modes to the sample's.
-var sampleModes = map[string]string{"txonly": "txonly", "rxdrop": "rxdrop", "fwd": "l2fwd"}
-
-// sampleCases are the sample's rows for the AF_XDP modes in modes (fwd
-// gives l2fwd): each at 64 and 1500 B, and rxdrop and l2fwd at the AF_XDP
-// rows' fixed rates. quick keeps the first row of each mode.
-func sampleCases(modes []string, quick bool) []xdpCase {
-	var cs []xdpCase
-	for _, m := range modes {
-		mode, ok := sampleModes[m]
-		if !ok {
-			continue
-		}
-		cs = append(cs, xdpCase{mode: mode, size: 64})
-		if quick {
-			continue
-		}
-		cs = append(cs, xdpCase{mode: mode, size: 1500})
-		if mode != "txonly" {
-			for _, r := range []int{100_000, 300_000, 1_000_000} {
-				cs = append(cs, xdpCase{mode: mode, size: 64, rate: r})
-			}
-		}
+// sampleOf is the sample's counterpart of an AF_XDP case, if it has one:
+// txonly beside the "ring" strategy (which keeps the ring full and kicks
+// when the kernel asks, as the sample does), rxdrop without NAPI
+// deferral, l2fwd (a hairpin) beside fwd.
+func sampleOf(xc xdpCase) (xdpCase, bool) {
+	sx := xdpCase{size: xc.size, rate: xc.rate}
+	switch {
+	case xc.mode == "txonly" && xc.strategy == "ring":
+		sx.mode = "txonly"
+	case xc.mode == "rxdrop" && !xc.napi:
+		sx.mode = "rxdrop"
+	case xc.mode == "fwd":
+		sx.mode = "l2fwd"
+	default:
+		return sx, false
 	}
-	return cs
-}
-
-// sampleTwin is the AF_XDP row that a sample row sits beside, by name:
-// txonly beside the "ring" strategy (which kicks when the kernel asks, as
-// the sample does), l2fwd beside fwd.
-func sampleTwin(xc xdpCase) xdpCase {
-	t := xc
-	switch xc.mode {
-	case "l2fwd":
-		t.mode = "fwd"
-	case "txonly":
-		t.strategy = "ring"
-	}
-	return t
+	return sx, true
 }
 
 // fcs is the frame check sequence that the sample's -s counts (as
@@ -250,102 +223,45 @@ func (p *sockProc) usage() CPUTime {
 	return (&proc{cmd: p.cmd}).usage()
 }
 
-// runSample builds xsksample and measures its rows for the AF_XDP modes
-// of -modes, each row on its own pair of namespaces, with xdpbench (the C
-// reference) as the generator of rxdrop and l2fwd as in the AF_XDP rows.
-// -match selects a row by its name ("xsksample l2fwd 64 B") or by the
-// AF_XDP row it sits beside ("fwd 64 B").
-func runSample(ctx context.Context, c *config, dir string) ([]SampleCase, error) {
-	vethns.Sweep()
-	sbin, cbin := filepath.Join(dir, "xsksample"), filepath.Join(dir, "xdpbench")
-	if err := buildC(ctx, c, "xsksample", sbin); err != nil {
-		return nil, fmt.Errorf("%w (xsksample needs libxdp-dev and libbpf-dev)", err)
+// sampleRun is one run of the sample in the bed of an AF_XDP case: the
+// txonly sample sends from the TX peer's other end into the bed's
+// counter, rxdrop receives from the generator where the C receiver does,
+// l2fwd receives where the forwarder does and sends back to the
+// generator's link, counted there (b.back). A bind that finds the queue
+// still busy from the last run's socket (the kernel releases it a little
+// later, in deferred work) is tried again.
+func sampleRun(ctx context.Context, b *bed, sx xdpCase, sbin, cbin string, secs, gen, meas int) (XDPRun, error) {
+	p, count := b.p1, b.count
+	switch sx.mode {
+	case "txonly":
+		p = &vethns.Pair{A: b.p1.B, B: b.p1.A}
+	case "rxdrop":
+		count = nil
+	case "l2fwd":
+		count = b.back
 	}
-	if err := buildC(ctx, c, "xdpbench", cbin); err != nil {
-		return nil, err
+	run, err := sampleOnce(ctx, p, count, sx, sbin, cbin, secs, gen, meas)
+	for try := 1; err != nil && ctx.Err() == nil && strings.Contains(err.Error(), "resource busy") && try < 5; try++ {
+		logf("  xsksample %s: queue busy, trying again", caseName(sx))
+		time.Sleep(time.Duration(try) * 200 * time.Millisecond)
+		run, err = sampleOnce(ctx, p, count, sx, sbin, cbin, secs, gen, meas)
 	}
-	gen, meas := -1, -1
-	if c.pin {
-		gen, meas = c.genCPU, c.measCPU
-	}
-	var out []SampleCase
-	for _, xc := range sampleCases(strings.Split(c.modes, ","), c.quick) {
-		if c.match != nil && !c.match.MatchString("xsksample "+caseName(xc)) && !c.match.MatchString(caseName(sampleTwin(xc))) {
-			continue
-		}
-		res, err := runSampleCase(ctx, c, xc, sbin, cbin, gen, meas)
-		if len(res.Runs) > 0 {
-			out = append(out, res)
-		}
-		if err != nil {
-			return out, fmt.Errorf("xsksample %s: %w", caseName(xc), err)
-		}
-	}
-	return out, nil
+	return run, err
 }
 
-// runSampleCase sets up a pair of namespaces for one row and measures it
-// c.runs times after one uncounted warm-up run.
-func runSampleCase(ctx context.Context, c *config, xc xdpCase, sbin, cbin string, gen, meas int) (res SampleCase, err error) {
-	res = SampleCase{Mode: xc.mode, Size: xc.size, Rate: xc.rate, Counted: sampleCountedAt[xc.mode]}
-	var cl cleanups
-	defer func() {
-		if cerr := cl.run(); cerr != nil && err == nil {
-			err = fmt.Errorf("cleanup: %w", cerr)
-		}
-	}()
-	a, err := newNS(&cl)
+// sampleMeasure is measured run r of the sample, appended to res.
+func sampleMeasure(ctx context.Context, b *bed, sx xdpCase, sbin, cbin string, secs, gen, meas, r int, res *SampleRuns) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	run, err := sampleRun(ctx, b, sx, sbin, cbin, secs, gen, meas)
 	if err != nil {
-		return res, err
+		return fmt.Errorf("xsksample %s run %d: %w", caseName(sx), r, err)
 	}
-	bns, err := newNS(&cl)
-	if err != nil {
-		return res, err
-	}
-	p, err := newPair(&cl, a, bns)
-	if err != nil {
-		return res, err
-	}
-	var count *counter
-	if xc.mode != "rxdrop" {
-		// The sample runs on B; what it sends (txonly) or sends back
-		// (l2fwd) arrives on A, where the harness counts.
-		if count, err = newCounter(p.A.NS, p.A.Name); err != nil {
-			return res, err
-		}
-		cl.add(count.Close)
-	}
-	res.Args, _ = sampleArgs(xc.mode, p.B.Name, xc.size, c.seconds, xc.rate > 0)
-	for r := -1; r < c.runs; r++ {
-		secs := c.seconds
-		if r < 0 {
-			if c.quick {
-				continue
-			}
-			secs = 1
-		}
-		run, err := sampleOnce(ctx, p, count, xc, sbin, cbin, secs, gen, meas)
-		for try := 1; err != nil && ctx.Err() == nil && strings.Contains(err.Error(), "resource busy") && try < 5; try++ {
-			// The kernel releases a closed socket's hold on the queue
-			// a little later (deferred work): the next one's bind may
-			// find it busy for a moment.
-			logf("  xsksample %s: queue busy, trying again", caseName(xc))
-			time.Sleep(time.Duration(try) * 200 * time.Millisecond)
-			run, err = sampleOnce(ctx, p, count, xc, sbin, cbin, secs, gen, meas)
-		}
-		if err != nil {
-			return res, fmt.Errorf("run %d: %w", r, err)
-		}
-		if r < 0 {
-			continue
-		}
-		res.Runs = append(res.Runs, run)
-		logf("  xsksample %-26s run %d: %.3f Mpps counted (own %d, sent %d, loss %.2f%%), prog %.3f CPU-s/Mpkt",
-			caseName(xc), r, run.Mpps, run.Own, run.Sent, 100*run.Loss, run.ProgPerM.Total())
-	}
-	res.Sum = summarize(res.Runs)
-	logf("xsksample %s: %.3f Mpps (median of %d)", caseName(xc), res.Sum.Mpps, len(res.Runs))
-	return res, nil
+	res.Runs = append(res.Runs, run)
+	logf("  %-28s %-6s run %d: %.3f Mpps counted (own %d, sent %d, loss %.2f%%), prog %.3f CPU-s/Mpkt",
+		caseName(sx), "xsksample", r, run.Mpps, run.Own, run.Sent, 100*run.Loss, run.ProgPerM.Total())
+	return nil
 }
 
 // sampleOnce is one measured run of the sample in xc's mode.
@@ -467,43 +383,43 @@ func sampleOnce(ctx context.Context, p *vethns.Pair, count *counter, xc xdpCase,
 	return run, nil
 }
 
-// writeSample is the sample's section of the summary: each row beside
-// the AF_XDP rows of the same mode, size and rate (txonly: the "ring"
-// strategy; l2fwd: the fwd rows, whose forwarder sends out of a second
-// link where the sample sends back on the one it receives on), each as
-// the median (min-max) of its runs.
-func writeSample(b *strings.Builder, xs []SampleCase, xdp []XDPCase) {
-	if len(xs) == 0 {
+// writeSample is the sample's table: each AF_XDP case that has a sample
+// counterpart, its median (min-max) beside the C reference's and xdpkit's
+// from the same alternated runs.
+func writeSample(b *strings.Builder, xdp []XDPCase) {
+	var rows []XDPCase
+	for _, x := range xdp {
+		if x.Sample != nil && len(x.Sample.Runs) > 0 {
+			rows = append(rows, x)
+		}
+	}
+	if len(rows) == 0 {
 		return
 	}
 	b.WriteString("\n### The AF_XDP sample program shape: xsksample (xdpsock's modes and defaults)\n\n")
-	b.WriteString("bench/c/xsksample.c follows xdpsock's loops and defaults on libxdp: native XDP, copy mode, batch 64, Fill ring 4096; a busy loop at the maximum rate, poll(2) at the fixed rates. Mpps counted at the AF_XDP rows' points, median (min-max) of the runs; CPU in CPU-s per million packets of the measured program. l2fwd is a hairpin on one link, beside the fwd rows (two links); txonly beside the ring strategy.\n\n")
+	b.WriteString("bench/c/xsksample.c follows xdpsock's loops and defaults on libxdp: native XDP, copy mode, batch 64, Fill ring 4096, all 4096 frames in turn; a busy loop at the maximum rate, poll(2) at the fixed rates. Its runs alternate with the C reference's and xdpkit's on the same links and are counted at the same points; l2fwd is a hairpin (back on the link it receives on, counted on the generator's link) beside fwd (out of a second link); txonly beside the ring strategy. Mpps: median (min-max) of the runs; CPU: CPU-s per million packets of the measured program, median.\n\n")
 	b.WriteString("| case | xsksample | C reference | xdpkit | C/xsksample | xdpkit/xsksample | CPU xsksample | CPU C | CPU xdpkit |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, x := range xs {
-		twin := sampleTwin(xdpCase{mode: x.Mode, size: x.Size, rate: x.Rate})
+	for _, r := range rows {
+		x := r.Sample
+		sx, _ := sampleOf(xdpCase{mode: r.Mode, size: r.Size, rate: r.Rate, strategy: r.Strategy, napi: r.NAPIDeferral})
 		cref, gref, cratio, gratio, ccpu, gcpu := "-", "-", "-", "-", "-", "-"
-		for _, r := range xdp {
-			if r.Mode != twin.mode || r.Size != x.Size || r.Rate != x.Rate || r.Strategy != twin.strategy || r.NAPIDeferral {
-				continue
+		if len(r.C) > 0 {
+			lo, hi := mppsRange(r.C)
+			cref, ccpu = fmt.Sprintf("%.3f (%.3f-%.3f)", r.CMedian, lo, hi), fmt.Sprintf("%.3f", r.CSum.ProgPerM.Total())
+			if x.Sum.Mpps > 0 {
+				cratio = fmt.Sprintf("%.2f", r.CMedian/x.Sum.Mpps)
 			}
-			if len(r.C) > 0 {
-				lo, hi := mppsRange(r.C)
-				cref, ccpu = fmt.Sprintf("%.3f (%.3f-%.3f)", r.CMedian, lo, hi), fmt.Sprintf("%.3f", r.CSum.ProgPerM.Total())
-				if x.Sum.Mpps > 0 {
-					cratio = fmt.Sprintf("%.2f", r.CMedian/x.Sum.Mpps)
-				}
-			}
-			if len(r.Go) > 0 {
-				lo, hi := mppsRange(r.Go)
-				gref, gcpu = fmt.Sprintf("%.3f (%.3f-%.3f)", r.GoMedian, lo, hi), fmt.Sprintf("%.3f", r.GoSum.ProgPerM.Total())
-				if x.Sum.Mpps > 0 {
-					gratio = fmt.Sprintf("%.2f", r.GoMedian/x.Sum.Mpps)
-				}
+		}
+		if len(r.Go) > 0 {
+			lo, hi := mppsRange(r.Go)
+			gref, gcpu = fmt.Sprintf("%.3f (%.3f-%.3f)", r.GoMedian, lo, hi), fmt.Sprintf("%.3f", r.GoSum.ProgPerM.Total())
+			if x.Sum.Mpps > 0 {
+				gratio = fmt.Sprintf("%.2f", r.GoMedian/x.Sum.Mpps)
 			}
 		}
 		lo, hi := mppsRange(x.Runs)
 		fmt.Fprintf(b, "| %s | %.3f (%.3f-%.3f) | %s | %s | %s | %s | %.3f | %s | %s |\n",
-			caseName(xdpCase{mode: x.Mode, size: x.Size, rate: x.Rate}), x.Sum.Mpps, lo, hi, cref, gref, cratio, gratio, x.Sum.ProgPerM.Total(), ccpu, gcpu)
+			caseName(sx), x.Sum.Mpps, lo, hi, cref, gref, cratio, gratio, x.Sum.ProgPerM.Total(), ccpu, gcpu)
 	}
 	b.WriteString("\nCounted at: ")
 	for i, m := range []string{"txonly", "rxdrop", "l2fwd"} {

@@ -55,44 +55,49 @@ func TestSampleStats(t *testing.T) {
 	}
 }
 
-func TestSampleCases(t *testing.T) {
-	n := map[string]int{}
-	for _, c := range sampleCases([]string{"txonly", "rxdrop", "fwd", "l3fwd"}, false) {
-		n[c.mode]++
-		if c.rate > 0 && c.size != 64 {
-			t.Errorf("%s: fixed rate at %d B", caseName(c), c.size)
+func TestSampleOf(t *testing.T) {
+	for _, tc := range []struct {
+		xc   xdpCase
+		want string // the sample's case name, "" for none
+	}{
+		{xdpCase{mode: "txonly", size: 64, strategy: "ring"}, "txonly 64 B"},
+		{xdpCase{mode: "txonly", size: 64, strategy: "sender"}, ""},
+		{xdpCase{mode: "rxdrop", size: 1500}, "rxdrop 1500 B"},
+		{xdpCase{mode: "rxdrop", size: 64, rate: 300_000}, "rxdrop 64 B at 300 kpps"},
+		{xdpCase{mode: "rxdrop", size: 64, rate: 300_000, napi: true}, ""},
+		{xdpCase{mode: "fwd", size: 64, rate: 1_000_000}, "l2fwd 64 B at 1 Mpps"},
+		{xdpCase{mode: "l3fwd", size: 64}, ""},
+	} {
+		sx, ok := sampleOf(tc.xc)
+		got := ""
+		if ok {
+			got = caseName(sx)
+			if sampleCountedAt[sx.mode] == "" {
+				t.Errorf("%s: no counting point", got)
+			}
 		}
-	}
-	if len(n) != 3 || n["txonly"] != 2 || n["rxdrop"] != 5 || n["l2fwd"] != 5 {
-		t.Errorf("cases by mode: %v", n)
-	}
-	for m := range n {
-		if sampleCountedAt[m] == "" {
-			t.Errorf("%s: no counting point", m)
+		if got != tc.want {
+			t.Errorf("sampleOf(%s) = %q, want %q", caseName(tc.xc), got, tc.want)
 		}
-	}
-	q := sampleCases([]string{"fwd"}, true)
-	if len(q) != 1 || q[0] != (xdpCase{mode: "l2fwd", size: 64}) {
-		t.Errorf("quick fwd: %v, want l2fwd 64 B alone", q)
-	}
-	if got := caseName(sampleTwin(xdpCase{mode: "txonly", size: 1500})); got != "txonly 1500 B (ring)" {
-		t.Errorf("txonly's twin: %q", got)
 	}
 }
 
 func TestSampleReport(t *testing.T) {
-	xs := []SampleCase{{Mode: "l2fwd", Size: 64, Runs: []XDPRun{{Mpps: 0.5}, {Mpps: 1}}, Sum: RunSummary{Mpps: 0.5}}}
 	xdp := []XDPCase{
-		{Mode: "fwd", Size: 64, C: []XDPRun{{Mpps: 0.4}}, Go: []XDPRun{{Mpps: 0.5}, {Mpps: 0.7}}, CMedian: 0.4, GoMedian: 0.6},
+		{Mode: "fwd", Size: 64, C: []XDPRun{{Mpps: 0.4}}, Go: []XDPRun{{Mpps: 0.5}, {Mpps: 0.7}}, CMedian: 0.4, GoMedian: 0.6,
+			Sample: &SampleRuns{Mode: "l2fwd", Runs: []XDPRun{{Mpps: 0.5}, {Mpps: 1}}, Sum: RunSummary{Mpps: 0.5}}},
 		{Mode: "fwd", Size: 1500, CMedian: 9, GoMedian: 9},
 	}
 	var b strings.Builder
-	writeSample(&b, xs, xdp)
+	writeSample(&b, xdp)
 	if !strings.Contains(b.String(), "| l2fwd 64 B | 0.500 (0.500-1.000) | 0.400 (0.400-0.400) | 0.600 (0.500-0.700) | 0.80 | 1.20 |") {
 		t.Errorf("report:\n%s", b.String())
 	}
+	if strings.Contains(b.String(), "1500 B") {
+		t.Errorf("a row without sample runs:\n%s", b.String())
+	}
 	b.Reset()
-	writeSample(&b, nil, xdp)
+	writeSample(&b, xdp[1:])
 	if b.Len() != 0 {
 		t.Error("a section without rows")
 	}
