@@ -342,9 +342,10 @@ func sampleOnce(ctx context.Context, p *vethns.Pair, count *counter, xc xdpCase,
 			sp.kill()
 			return run, fmt.Errorf("generator: %w", err)
 		}
-		// Frames in flight, and the sample's next statistics (every second)
-		// so that its own count covers the whole run.
-		time.Sleep(1200 * time.Millisecond)
+		// Frames in flight, as for the other receivers and forwarders:
+		// the CPU is read over the same window. The sample's own count
+		// comes from the statistics block it prints as it exits.
+		time.Sleep(200 * time.Millisecond)
 		c1, err1 := cpuStat()
 		p1, err2 := procCPU(sp.cmd.Process.Pid)
 		var n1 uint64
