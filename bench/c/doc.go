@@ -5,6 +5,11 @@
 // network namespaces. wakebench.c, also built by build.sh, is the C half
 // of make bench's wake-up cost comparison (bench/wakebench has the Go
 // half and the waker): it sleeps in poll(2) on a named pipe.
+// xsksample.c, also built by build.sh (against libxdp and libbpf: Debian's
+// libxdp-dev and libbpf-dev), is our own program in the shape of the
+// AF_XDP sample that C users benchmark with, xdpsock: its rxdrop (-r),
+// txonly (-t) and l2fwd (-l) modes, command line, defaults, loops and
+// statistics blocks; the tests run each mode on veth pairs.
 //
 // xdpbench's modes are txonly (and its alias gen), sink (XDP_DROP), rxdrop
 // and fwd; each prints one JSON line such as

@@ -28,6 +28,7 @@ func report(r *Results) string {
 	if len(r.XDP) > 0 {
 		writeXDP(&b, r)
 	}
+	writeSample(&b, r.XDP)
 	writeLatency(&b, r.Latency, r.Runs)
 	if len(r.Micro) > 0 {
 		b.WriteString("\n### Micro-benchmarks, hot source, best time (GB/s = bytes/ns)\n\n")

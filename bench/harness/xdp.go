@@ -47,6 +47,11 @@ type XDPCase struct {
 	CMedian  float64    `json:"c_median_mpps"`
 	GoMedian float64    `json:"xdpkit_median_mpps"`
 	Ratio    float64    `json:"ratio"` // xdpkit / C, of the medians
+	// Sample is xsksample (bench/c/xsksample.c, the AF_XDP sample
+	// program's shape) in the matching mode, its runs alternated with
+	// the others' on the same links (xsksample.go); none where it has no
+	// counterpart.
+	Sample *SampleRuns `json:"xsksample,omitempty"`
 }
 
 // XDPRun is one measured run of one implementation.
@@ -167,8 +172,8 @@ type proc struct {
 
 const procTimeout = 90 * time.Second
 
-// onlyImpl is -impl: measure only this implementation ("c" or "xdpkit"),
-// e.g. to profile it alone; "" for both.
+// onlyImpl is -impl: measure only this implementation ("c", "xdpkit" or
+// "xsksample"), e.g. to profile it alone; "" for all.
 var onlyImpl string
 
 // xdpkitArgs are xdpkitbench's arguments as the measured receiver or
@@ -320,6 +325,9 @@ type bed struct {
 	// return link in the generator's namespace (fwd) or on the sink's
 	// link (l3fwd).
 	count *counter
+	// back counts on the generator's own link (fwd, with xsksample):
+	// xsksample's l2fwd sends back on the link it receives on.
+	back *counter
 }
 
 func newNS(cl *cleanups) (*vethns.NS, error) {
@@ -402,10 +410,17 @@ func runXDP(ctx context.Context, c *config, dir string) ([]XDPCase, error) {
 		return nil, err
 	}
 	impls := []impl{{"c", cbin}, {"xdpkit", gobin}}
+	sbin := ""
+	if onlyImpl == "" || onlyImpl == "xsksample" {
+		sbin = filepath.Join(dir, "xsksample")
+		if err := buildC(ctx, c, "xsksample", sbin); err != nil {
+			return nil, fmt.Errorf("%w (xsksample needs libxdp-dev and libbpf-dev)", err)
+		}
+	}
 	if onlyImpl != "" {
 		impls = slices.DeleteFunc(impls, func(im impl) bool { return im.name != onlyImpl })
-		if len(impls) == 0 {
-			return nil, fmt.Errorf("-impl %q: want c or xdpkit", onlyImpl)
+		if len(impls) == 0 && onlyImpl != "xsksample" {
+			return nil, fmt.Errorf("-impl %q: want c, xdpkit or xsksample", onlyImpl)
 		}
 	}
 	gen, meas := -1, -1
@@ -417,7 +432,7 @@ func runXDP(ctx context.Context, c *config, dir string) ([]XDPCase, error) {
 		if _, ok := countedAt[mode]; !ok {
 			return nil, fmt.Errorf("-modes: unknown mode %q", mode)
 		}
-		cases, err := runMode(ctx, c, mode, impls, cbin, gen, meas)
+		cases, err := runMode(ctx, c, mode, impls, cbin, sbin, gen, meas)
 		out = append(out, cases...)
 		if err != nil {
 			return out, err
@@ -436,8 +451,9 @@ var countedAt = map[string]string{
 	"l3fwd":  "sink: the harness's XDP counter on the link of a third namespace, behind the forwarder's second port",
 }
 
-// runMode sets up mode's topology once and measures its cases on it.
-func runMode(ctx context.Context, c *config, mode string, impls []impl, cbin string, gen, meas int) (_ []XDPCase, err error) {
+// runMode sets up mode's topology once and measures its cases on it, and
+// xsksample (sbin, "" for none) beside them where it has a counterpart.
+func runMode(ctx context.Context, c *config, mode string, impls []impl, cbin, sbin string, gen, meas int) (_ []XDPCase, err error) {
 	var cl cleanups
 	defer func() {
 		if cerr := cl.run(); cerr != nil && err == nil {
@@ -499,6 +515,12 @@ func runMode(ctx context.Context, c *config, mode string, impls []impl, cbin str
 		}
 		cl.add(b.count.Close)
 	}
+	if mode == "fwd" && sbin != "" {
+		if b.back, err = newCounter(b.p1.A.NS, b.p1.A.Name); err != nil {
+			return nil, err
+		}
+		cl.add(b.back.Close)
+	}
 	var cases []XDPCase
 	warm := map[int]bool{}
 	for _, xc := range xdpCases(mode, c.quick) {
@@ -506,6 +528,12 @@ func runMode(ctx context.Context, c *config, mode string, impls []impl, cbin str
 			continue
 		}
 		res := XDPCase{Mode: mode, Size: xc.size, Rate: xc.rate, Strategy: xc.strategy, NAPIDeferral: xc.napi, Counted: countedAt[mode]}
+		sx, withSample := sampleOf(xc)
+		withSample = withSample && sbin != ""
+		if withSample {
+			res.Sample = &SampleRuns{Mode: sx.mode, Counted: sampleCountedAt[sx.mode]}
+			res.Sample.Args, _ = sampleArgs(sx.mode, "IFNAME", sx.size, c.seconds, sx.rate > 0)
+		}
 		if !c.quick && !warm[xc.size] {
 			// Warm-up: one short run of each per frame size, not counted.
 			warm[xc.size] = true
@@ -514,11 +542,23 @@ func runMode(ctx context.Context, c *config, mode string, impls []impl, cbin str
 					return cases, fmt.Errorf("%s %d B warm-up (%s): %w", mode, xc.size, im.name, err)
 				}
 			}
+			if withSample {
+				if _, err := sampleRun(ctx, &b, sx, sbin, cbin, 1, gen, meas); err != nil {
+					return cases, fmt.Errorf("%s %d B warm-up (xsksample): %w", mode, xc.size, err)
+				}
+			}
 		}
 		for r := 0; r < c.runs; r++ {
 			order := impls
 			if r%2 == 1 && len(impls) == 2 {
 				order = []impl{impls[1], impls[0]}
+			}
+			// xsksample runs after the others in even rounds, before
+			// them in odd ones.
+			if withSample && r%2 == 1 {
+				if err := sampleMeasure(ctx, &b, sx, sbin, cbin, c.seconds, gen, meas, r, res.Sample); err != nil {
+					return cases, err
+				}
 			}
 			for _, im := range order {
 				if err := ctx.Err(); err != nil {
@@ -536,6 +576,14 @@ func runMode(ctx context.Context, c *config, mode string, impls []impl, cbin str
 				logf("  %-28s %-6s run %d: %.3f Mpps counted (own %d, sent %d, loss %.2f%%), prog %.3f CPU-s/Mpkt (usr+sys in ticks %.3f)",
 					caseName(xc), im.name, r, run.Mpps, run.Own, run.Sent, 100*run.Loss, run.ProgPerM.Total(), run.ProgPerM.User+run.ProgPerM.Sys)
 			}
+			if withSample && r%2 == 0 {
+				if err := sampleMeasure(ctx, &b, sx, sbin, cbin, c.seconds, gen, meas, r, res.Sample); err != nil {
+					return cases, err
+				}
+			}
+		}
+		if withSample {
+			res.Sample.Sum = summarize(res.Sample.Runs)
 		}
 		res.CSum, res.GoSum = summarize(res.C), summarize(res.Go)
 		res.CMedian, res.GoMedian = res.CSum.Mpps, res.GoSum.Mpps
