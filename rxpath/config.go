@@ -101,7 +101,10 @@ type Config struct {
 	// Coalesce is how long the poller naps after an empty round while
 	// packets flow, with IdleRounds 0 (default: 4 SleepCosts), cut to
 	// MaxDelay (by default one SleepCost, which the default nap then
-	// is): it lets
+	// is; an explicit Coalesce longer than that is the nap asked for
+	// and raises the default budget to itself, so it is not cut unless
+	// MaxDelay is set; with a negative MaxDelay it is an ErrConfig): it
+	// lets
 	// packets gather on the RX rings and takes them in one round, as the
 	// kernel's NAPI deferral (gro_flush_timeout) does, instead of polling
 	// through the gaps between them or being woken for each. A packet may
@@ -126,9 +129,10 @@ type Config struct {
 	// longer Coalesce, or its default, is cut to it), so a packet that
 	// arrives as a nap begins is taken at most MaxDelay plus one
 	// wake-up (the timer's lateness, about a SleepCost) later. 0 means
-	// the default budget, one SleepCost: a packet waits on a nap about
-	// as long as it would wait for a sleeping Poller's wake-up, and no
-	// longer than it waits for a C receiver woken from poll(2). A larger
+	// the default budget, one SleepCost, or an explicit Coalesce if
+	// that is longer: with the default nap a packet waits up to about
+	// twice what it would wait for a sleeping Poller's (or a C receiver
+	// woken from poll(2)) wake-up, the budget plus that wake-up. A larger
 	// budget lets the Poller nap longer, which gathers more packets per
 	// wake-up and costs less CPU per packet (make bench's latency rows
 	// measure both); negative means no naps while packets flow. It does
@@ -181,6 +185,8 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("%w: MaxDelay %v", ErrConfig, c.MaxDelay)
 	case c.Coalesce > time.Second:
 		return fmt.Errorf("%w: Coalesce %v", ErrConfig, c.Coalesce)
+	case c.Coalesce > 0 && c.MaxDelay < 0:
+		return fmt.Errorf("%w: Coalesce %v with MaxDelay %v (no naps)", ErrConfig, c.Coalesce, c.MaxDelay)
 	case c.CopyThreshold > 1<<16:
 		return fmt.Errorf("%w: CopyThreshold %d", ErrConfig, c.CopyThreshold)
 	case c.Spin && c.Thread:

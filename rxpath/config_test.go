@@ -19,6 +19,7 @@ func TestConfigErrors(t *testing.T) {
 		{FillFrames: -1},
 		{Coalesce: 2 * time.Second},
 		{MaxDelay: 2 * time.Second},
+		{Coalesce: time.Millisecond, MaxDelay: -1},
 		{CopyThreshold: 1<<16 + 1},
 		{Spin: true, Thread: true},
 	} {

@@ -36,10 +36,10 @@
 //     packet and a wake-up on the sending CPU; a nap costs one sleep for
 //     every packet that arrives within it. A packet may wait on the ring
 //     for up to a nap: the budget plus the timer's wake-up. The default
-//     budget, one SleepCost, makes a nap add no more delay than a
-//     sleep's wake-up does; a larger one gathers more packets per
-//     wake-up, for less CPU per packet and more delay; a negative one
-//     never naps while packets flow.
+//     budget, one SleepCost, makes that about twice the wait for a
+//     sleep's wake-up (the budget plus one wake-up); a larger one
+//     gathers more packets per wake-up, for less CPU per packet and
+//     more delay; a negative one never naps while packets flow.
 //   - Poll again at once (a spin): when no nap is taken, while the
 //     silence since the last packet is shorter than the spin limit
 //     (Stats.SpinLimit). Polling through an idle period costs its length

@@ -92,14 +92,14 @@ func (g *governor) start(sleepCost time.Duration) {
 		// Measured from the first nap on and kept across Runs, but not
 		// an overrun from an earlier Run's contended CPU: this Run's
 		// timer comes from a fresh SleepCost.
-		g.napLen = nap
+		g.napLen = max(nap, 0)
 	}
 }
 
-// napTimer sets the delay budget (Config.MaxDelay, by default
-// delayFactor SleepCosts) and returns the nap's timer: Config.Coalesce
-// (by default napFactor SleepCosts) within the budget; negative if the
-// Poller does not nap.
+// napTimer sets the delay budget (Config.MaxDelay; by default
+// delayFactor SleepCosts, or an explicit Config.Coalesce if longer) and
+// returns the nap's timer: Config.Coalesce (by default napFactor
+// SleepCosts) within the budget; negative if the Poller does not nap.
 func (g *governor) napTimer() time.Duration {
 	nap := g.coalesce
 	if nap == 0 {
@@ -110,7 +110,9 @@ func (g *governor) napTimer() time.Duration {
 	case g.budget < 0:
 		return -1
 	case g.budget == 0:
-		g.budget = delayFactor * g.sleepCost
+		// An explicit Coalesce is the nap asked for: the default
+		// budget does not cut it.
+		g.budget = max(delayFactor*g.sleepCost, g.coalesce)
 	}
 	return min(nap, g.budget)
 }

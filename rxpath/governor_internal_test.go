@@ -10,7 +10,8 @@ const testChances = 128
 
 // TestNapTimer: a nap's timer is Config.Coalesce (by default napFactor
 // SleepCosts) cut to the delay budget (Config.MaxDelay, by default
-// delayFactor SleepCosts); a negative budget or Coalesce never naps.
+// delayFactor SleepCosts or an explicit Coalesce if longer); a negative
+// budget or Coalesce never naps, and NapTime is then not negative.
 func TestNapTimer(t *testing.T) {
 	const sc = 20 * time.Microsecond
 	for _, c := range []struct {
@@ -19,7 +20,9 @@ func TestNapTimer(t *testing.T) {
 		{0, 0, min(napFactor, delayFactor) * sc},
 		{0, time.Millisecond, napFactor * sc},
 		{0, 30 * time.Microsecond, 30 * time.Microsecond},
-		{500 * time.Microsecond, 0, delayFactor * sc},
+		{500 * time.Microsecond, 0, 500 * time.Microsecond},
+		{5 * time.Microsecond, 0, 5 * time.Microsecond},
+		{500 * time.Microsecond, 30 * time.Microsecond, 30 * time.Microsecond},
 		{500 * time.Microsecond, time.Millisecond, 500 * time.Microsecond},
 		{0, -1, 0},
 		{-1, 0, 0},
@@ -29,6 +32,9 @@ func TestNapTimer(t *testing.T) {
 		g.start(sc)
 		if got := time.Duration(g.napSpec.Value.Nano()); got != c.want {
 			t.Errorf("Coalesce %v, MaxDelay %v: nap timer %v, want %v", c.coalesce, c.maxDelay, got, c.want)
+		}
+		if g.napLen < 0 {
+			t.Errorf("Coalesce %v, MaxDelay %v: NapTime %v, want not negative", c.coalesce, c.maxDelay, g.napLen)
 		}
 		naps := false
 		g.lastPkt, g.gap = 10*time.Millisecond, time.Microsecond
