@@ -88,9 +88,9 @@ func TestFlushTXFull(t *testing.T) {
 }
 
 // TestEndRoundDefers: a round that took packets and leaves fewer than
-// kickBatch pending keeps them (nothing on the TX ring, no kick); the
-// next empty round sends them; a round that leaves kickBatch sends at
-// once. Every frame comes back.
+// kickBatch pending keeps them (nothing on the TX ring, no kick), but
+// only once: the next round sends them, whether it took packets or not;
+// a round that leaves kickBatch sends at once. Every frame comes back.
 func TestEndRoundDefers(t *testing.T) {
 	vethns.Require(t)
 	a, b := vethns.NewNS(t), vethns.NewNS(t)
@@ -130,17 +130,30 @@ func TestEndRoundDefers(t *testing.T) {
 			t.Errorf("a busy round with %d pending sent some: %d kept (%d counted), %d in flight, %d on the TX ring",
 				few, len(q.pend), f.pending, q.inflight, sock.TX().Pending())
 		}
+		add(few)
+		f.roundGot = true // a busy round after one that kept its packets
+		f.EndRound()
+		if len(q.pend) != 0 || f.pending != 0 || f.c.forwarded.Load() != 2*few {
+			t.Errorf("a busy round after a deferring one kept %d (%d counted), forwarded %d; want 0 kept, %d forwarded",
+				len(q.pend), f.pending, f.c.forwarded.Load(), 2*few)
+		}
+		add(few)
+		f.roundGot = true
+		f.EndRound()
+		if len(q.pend) != few {
+			t.Errorf("a busy round after one that sent kept %d of %d; want all kept", len(q.pend), few)
+		}
 		f.EndRound() // an empty round
-		if len(q.pend) != 0 || f.pending != 0 || f.c.forwarded.Load() != few {
+		if len(q.pend) != 0 || f.pending != 0 || f.c.forwarded.Load() != 3*few {
 			t.Errorf("an empty round kept %d (%d counted), forwarded %d; want 0 kept, %d forwarded",
-				len(q.pend), f.pending, f.c.forwarded.Load(), few)
+				len(q.pend), f.pending, f.c.forwarded.Load(), 3*few)
 		}
 		add(kickBatch)
 		f.roundGot = true
 		f.EndRound()
-		if len(q.pend) != 0 || f.c.forwarded.Load() != few+kickBatch {
+		if len(q.pend) != 0 || f.c.forwarded.Load() != 3*few+kickBatch {
 			t.Errorf("a busy round with %d pending kept %d, forwarded %d in all; want 0 kept, %d forwarded",
-				kickBatch, len(q.pend), f.c.forwarded.Load(), few+kickBatch)
+				kickBatch, len(q.pend), f.c.forwarded.Load(), 3*few+kickBatch)
 		}
 		f.finish()
 		if acc := u.Accounting(); acc.Free != acc.Total {

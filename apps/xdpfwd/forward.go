@@ -87,6 +87,9 @@ type forwarder struct {
 
 	// roundGot: Receive ran in this poll round (EndRound).
 	roundGot bool
+	// held: the previous EndRound kept its pending packets; this one
+	// sends them (a packet waits at most one round).
+	held bool
 
 	// now is the clock of the round (unix nanoseconds) for the next-hop
 	// cache, read at its first routed packet: one clock read per round,
@@ -212,15 +215,20 @@ const kickBatch = 32
 // and leaves fewer than kickBatch pending keeps them for the next round,
 // which the poller runs at once (it naps or sleeps only after an empty
 // round): a kick costs a system call whatever it sends, and small rounds
-// would make one per few packets. An empty round sends everything.
+// would make one per few packets. It keeps them once: the next round
+// sends everything, as does an empty round.
 func (f *forwarder) EndRound() {
 	busy := f.roundGot
 	f.roundGot = false
 	if f.pending > 0 {
-		if !busy || f.pending >= kickBatch {
+		if busy && !f.held && f.pending < kickBatch {
+			f.held = true
+		} else {
+			f.held = false
 			f.flush()
 		}
 	} else {
+		f.held = false
 		// Frames on a TX ring that the kernel has not taken (its copy
 		// mode refused a kick while the device's queue was full, or
 		// stopped at its TX budget): kick again at the end of every
