@@ -478,7 +478,8 @@ func (p *Poller) loop() error {
 	return nil
 }
 
-// nap sleeps for Config.Coalesce (plus a wake-up) on a timerfd watched
+// nap sleeps for the nap's timer (Config.Coalesce or its default, cut to
+// the delay budget, Config.MaxDelay), plus a wake-up, on a timerfd watched
 // through the Go runtime's poller (with Config.Thread and a nap of at most
 // threadWait: in ppoll on the Poller's thread), so that packets gather on
 // the RX rings meanwhile; the end of Run's context ends it early. The sockets are

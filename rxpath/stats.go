@@ -33,7 +33,7 @@ type Stats struct {
 	// ppoll(2) on its own thread (while packets flowed) rather than from
 	// a sleep in the Go runtime's poller.
 	ThreadWakeups uint64
-	Naps          uint64 // naps: timed sleeps of Config.Coalesce while packets flow
+	Naps          uint64 // naps: timed sleeps while packets flow (the timer: Config.Coalesce or its default, cut to the delay budget)
 	NapsEmpty     uint64 // naps after which the next round took nothing
 	Wakeups       uint64 // sleeps ended by a readable socket
 	Syscalls      uint64 // system calls made by the poller: RX wake-ups, busy polls, epoll_ctl arming the sockets for a sleep or disarming them for a nap or a busy stretch (see disarmAfter), a nap's timerfd calls, the CPU-clock reads that time naps and sleeps, a Config.Thread poller's ppolls (the blocking waits in the Go runtime's poller are not counted)
@@ -67,9 +67,10 @@ type Stats struct {
 	// 0 until decided: sleep at once.
 	SleepCPU  time.Duration
 	SpinLimit time.Duration
-	// NapTime is how long a nap lasts (a moving average: Config.Coalesce
-	// plus the kernel's timer slack and wake-up), NapCost the CPU time one
-	// costs (a biased-low moving average over every 16th nap, read on the
+	// NapTime is how long a nap lasts (a moving average: the nap's timer,
+	// Config.Coalesce or its default cut to the delay budget, plus the
+	// kernel's timer slack and wake-up), NapCost the CPU time one costs
+	// (a biased-low moving average over every 16th nap, read on the
 	// process's CPU clock: other busy threads of the process count too).
 	// With Config.IdleRounds 0 the poller naps after an empty round while
 	// ExpectedGap and the silence since the last packet are shorter than

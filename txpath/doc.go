@@ -78,9 +78,10 @@
 // Descriptors are queued until BatchSize of them are, or Flush is called.
 // A flush fences the NT stores once (nt.Fence) when the batch used any,
 // then publishes the whole batch with one producer-index store, kicks the
-// kernel only if it set need_wakeup (and again while it answers EAGAIN,
-// as copy mode does after 32 frames per call), and reaps completions in
-// batches back to the UMEM allocator.
+// kernel only if it set need_wakeup (and again, a bounded number of
+// times, while descriptors stay on the TX ring: copy mode sends at most
+// 32 frames per call, answering EAGAIN or, on older kernels, nothing),
+// and reaps completions in batches back to the UMEM allocator.
 //
 // # Backpressure
 //

@@ -69,7 +69,7 @@ var pollerFields = []field[rxpath.Stats]{
 	{desc("poller", "invalid_total", "Descriptors outside the UMEM or naming a frame not lent.", LabelPoller), func(s *rxpath.Stats) uint64 { return s.Invalid }},
 	{desc("poller", "spins_total", "Empty rounds polled again at once instead of sleeping.", LabelPoller), func(s *rxpath.Stats) uint64 { return s.Spins }},
 	{desc("poller", "preempted_total", "Spins the scheduler interrupted.", LabelPoller), func(s *rxpath.Stats) uint64 { return s.Preempted }},
-	{desc("poller", "naps_total", "Timed naps of Config.Coalesce taken while packets flow.", LabelPoller), func(s *rxpath.Stats) uint64 { return s.Naps }},
+	{desc("poller", "naps_total", "Timed naps taken while packets flow (timer: Config.Coalesce or its default, within Config.MaxDelay).", LabelPoller), func(s *rxpath.Stats) uint64 { return s.Naps }},
 	{desc("poller", "naps_empty_total", "Naps after which the next round took nothing.", LabelPoller), func(s *rxpath.Stats) uint64 { return s.NapsEmpty }},
 	{desc("poller", "sleeps_total", "Times the poller went to sleep.", LabelPoller), func(s *rxpath.Stats) uint64 { return s.Sleeps }},
 	{desc("poller", "thread_wakeups_total", "Wakeups from a ppoll on the poller's own thread (Config.Thread).", LabelPoller), func(s *rxpath.Stats) uint64 { return s.ThreadWakeups }},
