@@ -144,9 +144,11 @@ type Config struct {
 	// the Packet (RXHash, RXTimestamp, XDPTime; meta.go). Off, a packet
 	// has none and nothing is read.
 	Metadata bool
-	// Prefetch makes the poller read the first byte of every packet of a
+	// Prefetch makes the poller read the first byte of every buffer of a
 	// batch it takes from an RX ring before it hands the handler the
-	// first one. In copy mode the kernel writes each frame on the CPU
+	// first packet (not of the buffers it takes afterwards to complete a
+	// multi-buffer packet that the batch ends in the middle of, which
+	// are not read ahead). In copy mode the kernel writes each frame on the CPU
 	// that ran its RX path, so a handler that reads the headers (a
 	// parser, a forwarder) takes one cache miss per packet, one after
 	// the other; these reads are independent of each other, so their

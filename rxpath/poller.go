@@ -670,7 +670,7 @@ func (p *Poller) visit(s *sock, quota int) int {
 		if v == Partial {
 			// The rest of the packet is on the ring (the kernel publishes
 			// a packet's buffers together) or on its way: read it behind
-			// the part we have.
+			// the part we have (not read ahead with Config.Prefetch).
 			m := copy(s.descs, s.descs[s.off:s.np])
 			s.off, s.np = 0, m
 			got := s.rx.Consume(s.descs[m:])
