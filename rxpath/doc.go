@@ -109,17 +109,18 @@
 //
 // A simulator in the package's tests (governor_sim_test.go) drives it
 // with synthetic arrival traces on a virtual clock, no sockets and no
-// real time, charging CPU and delay from constants of a 2-vCPU VM (a
-// sleep's and a nap's CPU, a wake-up's lateness, an empty round, a
-// packet: see the test), and asserts per trace that no packet waits
+// real time, charging CPU and delay from constants the simulator chooses
+// (a sleep's and a nap's CPU, a wake-up's lateness, an empty round, a
+// packet: see the test; models, not measurements), and asserts per trace that no packet waits
 // longer than the budget plus a wake-up, that the delay added to that of
 // a receiver that sleeps whenever its ring is empty (as a C receiver in
 // poll(2) does) is within the budget, that the default costs no more CPU
 // per packet than that receiver, and that a stream that stops ends in a
 // sleep. Where naps wake late (a contended CPU) the governor stops
-// napping. The simulated results (go test -run TestGovernorTable -v
-// ./rxpath/; each trace lasts 100 ms and is followed by silence; wait is
-// from a packet's arrival to the round that takes it):
+// napping. The simulated results (go test -run TestGovernorTable
+// ./rxpath/ -update-doc writes them here; each trace lasts 100 ms and is
+// followed by silence; wait is from a packet's arrival to the round that
+// takes it):
 //
 //	| trace | policy | CPU µs/packet | p50 µs | p99 µs | max µs | naps | sleeps | spins |
 //	|---|---|--:|--:|--:|--:|--:|--:|--:|
