@@ -74,8 +74,10 @@
 // fewer wake-ups and less CPU per packet at moderate rates, and a packet
 // may wait up to a nap on the ring. -max-delay sets the budget (a larger
 // one trades delay for CPU; negative never naps while packets flow);
-// -coalesce sets the nap's timer within it (naps are still skipped while
-// they overrun it on a contended CPU); -coalesce -1ns never naps.
+// -coalesce sets the nap's timer within it (without -max-delay, one
+// longer than the default budget raises the budget to itself; with a
+// negative -max-delay it is refused; naps are still skipped while they
+// overrun it on a contended CPU); -coalesce -1ns never naps.
 // -thread makes the poller sleep, while packets flow, in ppoll on its own
 // thread rather than in the Go runtime's poller (rxpath.Config.Thread): a
 // wake-up then costs about what a C receiver's poll(2) does, and the
