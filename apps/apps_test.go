@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -482,9 +483,18 @@ func TestForward(t *testing.T) {
 			b.recvArgs = []string{"-thread"}
 			return b
 		})
-		// 50 kpps: the forwarder sleeps between packets, in ppoll.
-		if m := regexp.MustCompile(`\(thread (\d+),`).FindStringSubmatch(fs.Poller); m == nil || m[1] == "0" {
-			t.Errorf("xdpfwd -thread: no wake-up from ppoll: %s", fs.Poller)
+		// 50 kpps: the forwarder sleeps between packets, in ppoll. A
+		// machine too slow to find the ring empty while packets flow
+		// hardly sleeps at all (a loaded 6.1 guest in QEMU woke once): the
+		// check needs wake-ups to judge.
+		m := regexp.MustCompile(`wakeups (\d+) \(thread (\d+),`).FindStringSubmatch(fs.Poller)
+		if m == nil {
+			t.Fatalf("xdpfwd -thread: no wake-up counts in %s", fs.Poller)
+		}
+		if wakeups, _ := strconv.Atoi(m[1]); wakeups >= 10 && m[2] == "0" {
+			t.Errorf("xdpfwd -thread: %d wake-ups, none from ppoll: %s", wakeups, fs.Poller)
+		} else if wakeups < 10 {
+			t.Logf("xdpfwd -thread: %d wake-ups, too few to judge the ppoll path", wakeups)
 		}
 	})
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -179,8 +180,16 @@ func ipProto(mac []byte, proto uint8) func([]byte) bool {
 
 // genModeRun runs xdpgen in a's namespace with args and returns its
 // summary.
+//
+// Unless args name -cpus, xdpgen's sending thread is pinned to CPU 0: a
+// copy-mode send runs in the kicking thread, and veth hands a frame for
+// a peer without XDP (the capture's side) to the sending CPU's backlog,
+// so a thread that moves between CPUs can reorder what the capture sees.
 func genModeRun(t *testing.T, ns *vethns.NS, args ...string) genModeSummary {
 	t.Helper()
+	if !slices.Contains(args, "-cpus") {
+		args = append([]string{"-cpus", "0"}, args...)
+	}
 	stdout, stderr, code := runIn(t, ns, 120*time.Second, "xdpgen", append(args, "-quiet")...)
 	if code != 0 {
 		t.Fatalf("xdpgen %v: exit %d: %s%s", args, code, stdout, stderr)
