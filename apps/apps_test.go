@@ -485,8 +485,7 @@ func TestForward(t *testing.T) {
 		})
 		// 50 kpps: the forwarder sleeps between packets, in ppoll. A
 		// machine too slow to find the ring empty while packets flow
-		// hardly sleeps at all (a loaded 6.1 guest in QEMU woke once): the
-		// check needs wake-ups to judge.
+		// hardly sleeps at all: the check needs wake-ups to judge.
 		m := regexp.MustCompile(`wakeups (\d+) \(thread (\d+),`).FindStringSubmatch(fs.Poller)
 		if m == nil {
 			t.Fatalf("xdpfwd -thread: no wake-up counts in %s", fs.Poller)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -181,14 +182,23 @@ func ipProto(mac []byte, proto uint8) func([]byte) bool {
 // genModeRun runs xdpgen in a's namespace with args and returns its
 // summary.
 //
-// Unless args name -cpus, xdpgen's sending thread is pinned to CPU 0: a
-// copy-mode send runs in the kicking thread, and veth hands a frame for
-// a peer without XDP (the capture's side) to the sending CPU's backlog,
-// so a thread that moves between CPUs can reorder what the capture sees.
+// Unless args name -cpus, xdpgen's sending thread is pinned to the first
+// CPU this process may run on: a copy-mode send runs in the kicking
+// thread, and veth hands a frame for a peer without XDP (the capture's
+// side) to the sending CPU's backlog, so a thread that moves between CPUs
+// can reorder what the capture sees.
 func genModeRun(t *testing.T, ns *vethns.NS, args ...string) genModeSummary {
 	t.Helper()
 	if !slices.Contains(args, "-cpus") {
-		args = append([]string{"-cpus", "0"}, args...)
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &set); err != nil {
+			t.Fatalf("sched_getaffinity: %v", err)
+		}
+		cpu := 0
+		for cpu < 1024 && !set.IsSet(cpu) {
+			cpu++
+		}
+		args = append([]string{"-cpus", strconv.Itoa(cpu)}, args...)
 	}
 	stdout, stderr, code := runIn(t, ns, 120*time.Second, "xdpgen", append(args, "-quiet")...)
 	if code != 0 {

@@ -327,6 +327,10 @@ static void l2fwd_round(void)
 		return;
 	}
 	while (xsk_ring_prod__reserve(&s.tx, n, &tx_idx) != n) {
+		/* A TX ring that stops draining (link down) must not hold
+		 * off a signal: the peeked RX descriptors stay at exit. */
+		if (atomic_load_explicit(&done, memory_order_relaxed))
+			return;
 		l2fwd_reap();
 		if (!need_wakeup || xsk_ring_prod__needs_wakeup(&s.tx))
 			kick();
