@@ -1,6 +1,7 @@
 package rxpath
 
 import (
+	_ "embed"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -304,6 +305,12 @@ func TestGovernorLateNaps(t *testing.T) {
 // updateDoc makes TestGovernorTable write its table into doc.go.
 var updateDoc = flag.Bool("update-doc", false, "TestGovernorTable: write the simulated table into doc.go")
 
+// docGo is doc.go as built into the test binary, which also runs where
+// the source is not (make kernels' guests).
+//
+//go:embed doc.go
+var docGo string
+
 // docTablePrefix starts each line of the table in doc.go.
 const docTablePrefix = "//\t|"
 
@@ -323,11 +330,7 @@ func TestGovernorTable(t *testing.T) {
 		}
 	}
 	want := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
-	src, err := os.ReadFile("doc.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(src), "\n")
+	lines := strings.Split(docGo, "\n")
 	first := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, docTablePrefix) })
 	if first < 0 {
 		t.Fatalf("doc.go: no table (lines starting %q)", docTablePrefix)
