@@ -150,7 +150,10 @@ func checkAFXDP(t *testing.T, r rbRecv, wantPartial bool) {
 	if r.Valid != rbCount || r.BadIPCsum+r.BadUDPCsum+r.BadPayload != 0 || !r.AccountingOK {
 		t.Errorf("AF_XDP receiver: %+v", r)
 	}
-	if got := r.PartialUDPCsum > 0; got != wantPartial || wantPartial && r.PartialUDPCsum != rbCount {
+	// The kernel may finish a partial checksum anywhere on the path: what
+	// it guarantees is a checksum that is partial or right, and
+	// BadUDPCsum above counts the wrong ones.
+	if got := r.PartialUDPCsum > 0; got != wantPartial {
 		t.Errorf("AF_XDP receiver: %d of %d partial checksums, want partial: %v", r.PartialUDPCsum, rbCount, wantPartial)
 	}
 }
