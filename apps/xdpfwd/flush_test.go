@@ -28,19 +28,12 @@ func TestFlushTXFull(t *testing.T) {
 	const ring = 64
 	const nFwd, nICMP = 3 * ring, 3 * ring // more than two ring's worth each
 	err := a.Do(func() error {
-		u, err := umem.New(&umem.Config{FrameSize: 2048, FrameCount: 4 * (nFwd + nICMP)})
+		f, q, closeAll, err := txOnlyForwarder(pair.A.Name, 4*(nFwd+nICMP), ring, 4*ring)
 		if err != nil {
 			return err
 		}
-		defer u.Close()
-		sock, err := xsk.New(pair.A.Name, 0, u, &xsk.Config{NoRX: true, TXSize: ring, FillSize: ring,
-			CompletionSize: 4 * ring, Mode: xsk.ModeCopy})
-		if err != nil {
-			return err
-		}
-		defer sock.Close()
-		q := &port{name: pair.A.Name, sock: sock, comp: make([]uint64, 256)}
-		f := &forwarder{u: u, ports: []*port{q}, batch: 64}
+		defer closeAll()
+		u := f.u
 		frame := udpFrame(64)
 		addrs := make([]uint64, nFwd+nICMP)
 		if got := u.GetBatch(addrs); got != len(addrs) {
@@ -96,19 +89,12 @@ func TestEndRoundDefers(t *testing.T) {
 	a, b := vethns.NewNS(t), vethns.NewNS(t)
 	pair := vethns.NewPair(t, a, b, nil)
 	err := a.Do(func() error {
-		u, err := umem.New(&umem.Config{FrameSize: 2048, FrameCount: 256})
+		f, q, closeAll, err := txOnlyForwarder(pair.A.Name, 256, 128, 128)
 		if err != nil {
 			return err
 		}
-		defer u.Close()
-		sock, err := xsk.New(pair.A.Name, 0, u, &xsk.Config{NoRX: true, TXSize: 128, FillSize: 128,
-			CompletionSize: 128, Mode: xsk.ModeCopy})
-		if err != nil {
-			return err
-		}
-		defer sock.Close()
-		q := &port{name: pair.A.Name, sock: sock, comp: make([]uint64, 256)}
-		f := &forwarder{u: u, ports: []*port{q}, batch: 64}
+		defer closeAll()
+		u := f.u
 		frame := udpFrame(64)
 		add := func(n int) {
 			t.Helper()
@@ -126,9 +112,9 @@ func TestEndRoundDefers(t *testing.T) {
 		add(few)
 		f.roundGot = true // Receive ran in this round
 		f.EndRound()
-		if len(q.pend) != few || f.pending != few || q.inflight != 0 || sock.TX().Pending() != 0 {
+		if len(q.pend) != few || f.pending != few || q.inflight != 0 || q.sock.TX().Pending() != 0 {
 			t.Errorf("a busy round with %d pending sent some: %d kept (%d counted), %d in flight, %d on the TX ring",
-				few, len(q.pend), f.pending, q.inflight, sock.TX().Pending())
+				few, len(q.pend), f.pending, q.inflight, q.sock.TX().Pending())
 		}
 		add(few)
 		f.roundGot = true // a busy round after one that kept its packets
@@ -164,4 +150,24 @@ func TestEndRoundDefers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// txOnlyForwarder is a forwarder with one port on ifname: a TX-only
+// copy-mode socket (TX and Fill rings of txSize, Completion ring of
+// compSize) on a UMEM of frames 2048-byte frames. closeAll closes the
+// socket, then the UMEM.
+func txOnlyForwarder(ifname string, frames, txSize, compSize uint32) (f *forwarder, q *port, closeAll func(), err error) {
+	u, err := umem.New(&umem.Config{FrameSize: 2048, FrameCount: frames})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sock, err := xsk.New(ifname, 0, u, &xsk.Config{NoRX: true, TXSize: txSize, FillSize: txSize,
+		CompletionSize: compSize, Mode: xsk.ModeCopy})
+	if err != nil {
+		u.Close()
+		return nil, nil, nil, err
+	}
+	q = &port{name: ifname, sock: sock, comp: make([]uint64, 256)}
+	f = &forwarder{u: u, ports: []*port{q}, batch: 64}
+	return f, q, func() { sock.Close(); u.Close() }, nil
 }
