@@ -13,8 +13,11 @@ import (
 // rxdrop --latency: the one-way delay of xdpgen -timestamp's packets, as
 // xdpbench --latency measures it. A stamped UDP/IPv4 payload starts with
 // the magic "XKT1", and the send time (CLOCK_TAI ns, big-endian) follows
-// the payload's 16-byte header. The receive time is CLOCK_TAI read once
-// per poll round, when the handler sees the round's first packet. The
+// the payload's 16-byte header. The receive time is CLOCK_TAI read when
+// the handler sees the first packet of each batch the poller takes from
+// the RX ring (of a round's first, and again every -b packets of a round
+// that takes more: the poller's Weight), as xdpbench reads it once per
+// batch. The
 // histogram is xdpbench's: exact below 64 ns, then 64 buckets per power
 // of two (under 1.6% error), allocated once.
 const (
@@ -32,7 +35,9 @@ type latHist struct {
 	samples, negative uint64
 	max               uint64
 	taiOffset         int64 // CLOCK_TAI - CLOCK_REALTIME, ns
-	now               int64 // the round's receive time (0: not read yet)
+	now               int64 // the batch's receive time (0: not read yet)
+	batch             int   // packets per batch (the poller's Weight); 0: one batch a round
+	seen              int   // packets this round
 }
 
 func latBucket(v uint64) int {
@@ -97,6 +102,10 @@ func sign(d int64) int64 {
 
 // observe records the delay of frame b, if it carries a stamp.
 func (h *latHist) observe(b []byte) {
+	if h.batch > 0 && h.seen > 0 && h.seen%h.batch == 0 {
+		h.now = 0 // a new batch off the ring: its own receive time
+	}
+	h.seen++
 	if len(b) < stampEnd || binary.BigEndian.Uint32(b[stampOff:]) != stampMagic {
 		return
 	}
@@ -115,7 +124,7 @@ func (h *latHist) observe(b []byte) {
 }
 
 // endRound forgets the round's receive time.
-func (h *latHist) endRound() { h.now = 0 }
+func (h *latHist) endRound() { h.now, h.seen = 0, 0 }
 
 // processCPU is the process's CPU time (CLOCK_PROCESS_CPUTIME_ID).
 func processCPU() time.Duration {

@@ -63,3 +63,25 @@ func TestLatHistObserve(t *testing.T) {
 		t.Errorf("endRound kept the receive time")
 	}
 }
+
+// TestLatHistBatch: the receive time is read again for every batch a
+// round takes off the ring (every h.batch packets), not kept for the
+// round.
+func TestLatHistBatch(t *testing.T) {
+	h := &latHist{now: 1_000, batch: 2}
+	b := make([]byte, stampEnd)
+	binary.BigEndian.PutUint32(b[stampOff:], stampMagic)
+	h.observe(b)
+	h.observe(b)
+	if h.now != 1_000 {
+		t.Fatalf("receive time %d within the first batch, want 1000 kept", h.now)
+	}
+	h.observe(b) // the second batch's first packet
+	if h.now <= 1_000 {
+		t.Errorf("receive time %d in the second batch: not read again", h.now)
+	}
+	h.endRound()
+	if h.now != 0 || h.seen != 0 {
+		t.Errorf("endRound kept now %d, seen %d", h.now, h.seen)
+	}
+}

@@ -796,7 +796,7 @@ func runRX(fwd bool) {
 		cancel()
 	}()
 	if o.latency && !fwd {
-		r.lat = &latHist{taiOffset: taiOffset()}
+		r.lat = &latHist{taiOffset: taiOffset(), batch: o.batch}
 	}
 	ready()
 	r.start = time.Now()
