@@ -287,6 +287,15 @@ func latSpread(med, lo, hi float64, d int) string {
 	return fmt.Sprintf("%.*f [%.*f-%.*f]", d, med, d, lo, d, hi)
 }
 
+// name is the case's name for -match, e.g. "latency 300 kpps napi=off".
+func (c LatCase) name() string {
+	napi := "off"
+	if c.NAPIDeferral {
+		napi = "on"
+	}
+	return fmt.Sprintf("latency %s napi=%s", rateName(c.Rate), napi)
+}
+
 // latCases are the latency part's cases: every rate without NAPI
 // deferral, then with it.
 func latCases() []LatCase {
@@ -339,6 +348,9 @@ func runLatency(ctx context.Context, c *config, dir string) (_ *Latency, err err
 	}
 	l := &Latency{Size: 66} // xdpgen's default size with -timestamp: headers, 16 B header, 8 B stamp
 	for _, lc := range latCases() {
+		if c.match != nil && !c.match.MatchString(lc.name()) {
+			continue
+		}
 		for _, rc := range latReceivers {
 			lc.Recv = append(lc.Recv, LatRecv{Name: rc.name})
 		}
