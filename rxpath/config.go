@@ -88,56 +88,52 @@ type Config struct {
 	Thread bool
 	// IdleRounds is how many empty rounds the Poller polls, after a
 	// round that took packets, before it sleeps. 0 (the default) decides
-	// from measurement: nap while that pays (see Coalesce), else poll
-	// again only while the silence since the last packet is shorter
-	// than the spin limit that would have cost the recent idle periods
-	// least CPU, against a sleep's CPU measured while running
-	// (Stats.SpinLimit, Stats.SleepCPU; see the package documentation).
-	// A positive value is a fixed
-	// count; negative sleeps as soon as a round comes up empty-handed.
-	// Neither naps. With Spin, the empty rounds between maintenance passes (at least
-	// 64).
+	// from measurement: nap within a delay budget if one is set (see
+	// MaxDelay), else poll again only while the silence since the last
+	// packet is shorter than the spin limit that would have cost the
+	// recent idle periods least CPU, against a sleep's CPU measured
+	// while running (Stats.SpinLimit, Stats.SleepCPU), and the poller
+	// has been awake for less than 3 SleepCosts since it last slept (the
+	// duty rule; see the package documentation). A positive value is a
+	// fixed count; negative sleeps as soon as a round comes up
+	// empty-handed. Neither naps. With Spin, the empty rounds between
+	// maintenance passes (at least 64).
 	IdleRounds int
 	// Coalesce is how long the poller naps after an empty round while
-	// packets flow, with IdleRounds 0 (default: 4 SleepCosts), cut to
-	// MaxDelay (by default one SleepCost, which the default nap then
-	// is; an explicit Coalesce longer than that is the nap asked for
-	// and raises the default budget to itself, so it is not cut unless
-	// MaxDelay is set; with a negative MaxDelay it is an ErrConfig): it
-	// lets
+	// packets flow, with IdleRounds 0, within a delay budget (MaxDelay).
+	// The default Poller has no budget and never naps; an explicit
+	// Coalesce is the nap asked for and, where MaxDelay is 0, its own
+	// budget (with a negative MaxDelay it is an ErrConfig). A nap lets
 	// packets gather on the RX rings and takes them in one round, as the
 	// kernel's NAPI deferral (gro_flush_timeout) does, instead of polling
-	// through the gaps between them or being woken for each. A packet may
-	// wait on the ring for up to a nap (Stats.NapTime: the timer plus a
-	// wake-up, which is late on a contended CPU). The poller naps only
-	// while the
-	// expected gap to the next packet plus its mean deviation, and the
-	// silence since the last one, are shorter than a nap, and, with the
-	// default, a nap costs less CPU than it lasts (Stats.NapCost,
-	// measured on the process's CPU clock); otherwise the IdleRounds
-	// rule decides between polling again and
-	// sleeping until a socket is readable. Nor does it nap while naps
-	// overrun: while NapTime exceeds 4 times the nap's timer, or
-	// MaxDelay, plus two SleepCosts (a contended CPU wakes the poller
-	// late, and a late nap leaves the RX ring unattended), but for one
-	// nap every 256 NapTimes, to measure again; this holds for an
-	// explicit Coalesce too. Negative
-	// (or a non-zero IdleRounds) never naps.
+	// through the gaps between them or being woken for each: less CPU per
+	// packet, more delay. A packet may wait on the ring for up to a nap
+	// (Stats.NapTime: the timer plus a wake-up, which is late on a
+	// contended CPU). The poller naps only while the expected gap to the
+	// next packet plus its mean deviation, and the silence since the last
+	// one, are shorter than a nap; otherwise the spin rule decides
+	// between polling again and sleeping until a socket is readable. Nor
+	// does it nap while naps overrun: while NapTime exceeds 4 times the
+	// nap's timer, or MaxDelay, plus two SleepCosts (a contended CPU
+	// wakes the poller late, and a late nap leaves the RX ring
+	// unattended), but for one nap every 256 NapTimes, to measure again.
+	// Negative (or a non-zero IdleRounds) never naps.
 	Coalesce time.Duration
 	// MaxDelay is the most a packet may wait on an RX ring by the
-	// Poller's choice: no nap while packets flow has a longer timer (a
-	// longer Coalesce, or its default, is cut to it), so a packet that
-	// arrives as a nap begins is taken at most MaxDelay plus one
-	// wake-up (the timer's lateness, about a SleepCost) later. 0 means
-	// the default budget, one SleepCost, or an explicit Coalesce if
-	// that is longer: with the default nap a packet waits up to about
-	// twice what it would wait for a sleeping Poller's (or a C receiver
-	// woken from poll(2)) wake-up, the budget plus that wake-up. A larger
-	// budget lets the Poller nap longer, which gathers more packets per
-	// wake-up and costs less CPU per packet (make bench's latency rows
-	// measure both); negative means no naps while packets flow. It does
-	// not bound what the kernel adds (NAPI deferral, a busy CPU), nor a
-	// sleep: a sleeping Poller is woken by the first packet.
+	// Poller's choice: with a positive MaxDelay the poller naps while
+	// packets flow (see Coalesce; its timer is Coalesce, by default 4
+	// SleepCosts, cut to MaxDelay), so a packet that arrives as a nap
+	// begins is taken at most MaxDelay plus one wake-up (the timer's
+	// lateness, about a SleepCost) later. A larger budget gathers more
+	// packets per wake-up and costs less CPU per packet (make bench's
+	// latency rows measure both). 0, the default, is no budget: the
+	// poller never chooses to let a packet wait (unless Coalesce is set,
+	// which is then the budget); it polls through short gaps and sleeps
+	// until a socket is readable through long ones, as a C receiver in
+	// poll(2) does. Negative never naps, whatever Coalesce says. MaxDelay
+	// does not bound what the kernel adds (NAPI deferral, a busy CPU),
+	// nor a sleep: a sleeping Poller is woken by the first packet, a
+	// wake-up later.
 	MaxDelay time.Duration
 	// Metadata reads the RX metadata record that an XDP program attached
 	// with xsk.ProgramConfig.Metadata writes in front of each frame into

@@ -56,6 +56,11 @@ type governor struct {
 	napLen    time.Duration // how long a nap lasts (moving average; the timer at first)
 	napCost   time.Duration // the CPU time of a nap (moving average of samples; 0: none yet)
 	probeAt   time.Duration // no probe nap before this (see probe)
+	// The duty rule (see keepPolling): when the poller last woke from a
+	// sleep or a nap (or Run began), and whether the round to come is
+	// the first after one.
+	awakeSince time.Duration
+	rested     bool
 	// The spin rule (see spin.go): the idle periods seen, the limit they
 	// gave, and the CPU time of a sleep (the least of the last
 	// len(sleepCPUs) samples; 0: none yet). sleptAt is the start of the
@@ -85,7 +90,7 @@ func (g *governor) start(sleepCost time.Duration) {
 	g.sleepCost = sleepCost
 	g.lastPkt = 0
 	g.gap, g.dev, g.prevRound, g.spun, g.calmUntil, g.lastEmpty, g.wokeAt, g.sleptAt = 0, 0, 0, false, 0, false, 0, 0
-	g.nappedAt, g.probeAt = 0, 0
+	g.nappedAt, g.probeAt, g.awakeSince, g.rested = 0, 0, 0, false
 	nap := g.napTimer()
 	g.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(max(nap, 0)))}
 	if g.napLen == 0 || g.napLen > g.napOverrunAt() {
@@ -96,29 +101,25 @@ func (g *governor) start(sleepCost time.Duration) {
 	}
 }
 
-// napTimer sets the delay budget (Config.MaxDelay; by default
-// delayFactor SleepCosts, or an explicit Config.Coalesce if longer) and
-// returns the nap's timer: Config.Coalesce (by default napFactor
-// SleepCosts) within the budget; negative if the Poller does not nap.
+// napTimer sets the delay budget (Config.MaxDelay, or an explicit
+// Config.Coalesce where MaxDelay is 0; none by default) and returns the
+// nap's timer: Config.Coalesce (by default napFactor SleepCosts) within
+// the budget; negative if the Poller does not nap.
 func (g *governor) napTimer() time.Duration {
+	g.budget = g.maxDelay
+	if g.budget == 0 {
+		// An explicit Coalesce is the nap asked for, and its budget.
+		g.budget = max(g.coalesce, 0)
+	}
+	if g.budget <= 0 {
+		return -1
+	}
 	nap := g.coalesce
 	if nap == 0 {
 		nap = napFactor * g.sleepCost
 	}
-	g.budget = g.maxDelay
-	switch {
-	case g.budget < 0:
-		return -1
-	case g.budget == 0:
-		// An explicit Coalesce is the nap asked for: the default
-		// budget does not cut it.
-		g.budget = max(delayFactor*g.sleepCost, g.coalesce)
-	}
 	return min(nap, g.budget)
 }
-
-// delayFactor: the default delay budget is delayFactor SleepCosts.
-const delayFactor = 1
 
 // roundStart is told of a round about to begin at now, when the loop read
 // the clock for it.
@@ -130,6 +131,9 @@ func (g *governor) roundStart(now time.Duration) {
 		// for a while.
 		g.n.preempted++
 		g.calmUntil = now + calmFor*g.sleepCost
+	}
+	if g.rested {
+		g.awakeSince, g.rested = now, false
 	}
 	g.prevRound = now
 }
@@ -159,6 +163,7 @@ func (g *governor) roundEnd(now time.Duration, got int) {
 // what to do next.
 func (g *governor) decide(now time.Duration, idle int) action {
 	if g.napNow(now) {
+		g.rested = true
 		return actNap
 	}
 	if g.keepPolling(now, idle) {
@@ -166,6 +171,7 @@ func (g *governor) decide(now time.Duration, idle int) action {
 		g.spun = true
 		return actPoll
 	}
+	g.rested = true
 	return actSleep
 }
 
@@ -370,8 +376,10 @@ func (g *governor) adaptive() bool { return g.idleRounds == 0 && !g.spinning }
 // keepPolling decides, after the idle'th empty round in a row, begun at
 // now, whether to poll again (true) or to sleep. With Config.IdleRounds 0
 // it polls only while no other task was found to want the CPU (see
-// preemptedAfter) and the silence since the last packet is shorter than
-// the spin limit (see spin.go). Spin polls
+// preemptedAfter), the silence since the last packet is shorter than
+// the spin limit (see spin.go), and the poller has been awake (since
+// its last sleep or nap) for less than dutySpin SleepCosts: the duty
+// rule. Spin polls
 // IdleRounds (64 by default) rounds between maintenance passes; a positive
 // IdleRounds is a fixed count; a negative one sleeps at once.
 func (g *governor) keepPolling(now time.Duration, idle int) bool {
@@ -383,8 +391,18 @@ func (g *governor) keepPolling(now time.Duration, idle int) bool {
 	case r < 0:
 		return false
 	}
-	return now >= g.calmUntil && now-g.lastPkt < g.spinLimit
+	return now >= g.calmUntil && now-g.lastPkt < g.spinLimit && now-g.awakeSince < dutySpin*g.sleepCost
 }
+
+// dutySpin: the duty rule. A stream whose gaps are all within the spin
+// limit would keep the poller polling without end, a whole CPU however
+// few packets the gaps hold. After dutySpin SleepCosts awake, the poller
+// sleeps at the next empty round instead: the sleep costs a sleep's CPU
+// and saves the polling of its wake-up, about a SleepCost, and the
+// packets that arrive meanwhile, about one in dutySpin+1 of such a
+// stream, wait for that wake-up. The others are taken as they arrive,
+// so the median wait stays that of a poller that never sleeps.
+const dutySpin = 3
 
 // A round that begins more than preemptedAfter sleep costs after an empty
 // round the poller polled again means the scheduler ran something else

@@ -9,15 +9,16 @@ import (
 const testChances = 128
 
 // TestNapTimer: a nap's timer is Config.Coalesce (by default napFactor
-// SleepCosts) cut to the delay budget (Config.MaxDelay, by default
-// delayFactor SleepCosts or an explicit Coalesce if longer); a negative
-// budget or Coalesce never naps, and NapTime is then not negative.
+// SleepCosts) cut to the delay budget (Config.MaxDelay, or an explicit
+// Coalesce where MaxDelay is 0); with neither (the default), a negative
+// budget or a negative Coalesce the Poller never naps, and NapTime is
+// then not negative.
 func TestNapTimer(t *testing.T) {
 	const sc = 20 * time.Microsecond
 	for _, c := range []struct {
 		coalesce, maxDelay, want time.Duration
 	}{
-		{0, 0, min(napFactor, delayFactor) * sc},
+		{0, 0, 0},
 		{0, time.Millisecond, napFactor * sc},
 		{0, 30 * time.Microsecond, 30 * time.Microsecond},
 		{500 * time.Microsecond, 0, 500 * time.Microsecond},

@@ -218,36 +218,48 @@ func simTraces() []simTrace {
 	}
 }
 
-// simPolicies are the configurations compared: the default, a larger
-// delay budget, no naps, and a reference: a receiver that sleeps
-// whenever its ring is empty, as a C receiver in poll(2) does.
+// simPolicies are the configurations compared: the default (no naps),
+// two delay budgets, and two references: a receiver that sleeps whenever
+// its ring is empty, and one that polls 64 empty rounds before it
+// sleeps, as make bench's C receiver in poll(2) does.
 var simPolicies = []struct {
 	name string
 	cfg  Config
 }{
 	{"default", Config{}},
+	{"MaxDelay 1 SleepCost", Config{MaxDelay: simWake}},
 	{"MaxDelay 4 SleepCosts", Config{MaxDelay: 4 * simWake}},
-	{"MaxDelay -1 (no naps)", Config{MaxDelay: -1}},
 	{"sleep when empty", Config{IdleRounds: -1}},
+	{"64 empty rounds, then sleep", Config{IdleRounds: cRounds}},
 }
+
+// cRounds is the empty rounds make bench's C receiver polls before it
+// sleeps in poll(2).
+const cRounds = 64
 
 // TestGovernorTraces asserts the governor's bounds on every trace: no
 // packet waits on the ring longer than the delay budget plus one wake-up
-// (and a round's work), nor longer at the median and the 99th
-// percentile than with a receiver that sleeps whenever its ring is empty
-// by more than the budget, a stream that stops ends in a sleep with its
-// tail costing a few sleeps, not a spin, and the default costs no more
-// CPU per packet than that receiver (within a tenth).
+// (and a round's work), nor longer at the median and the 99th percentile
+// than with a receiver that sleeps whenever its ring is empty by more
+// than the budget; a stream that stops ends in a sleep with its tail
+// costing a few sleeps, not a spin. The default (no budget) waits no
+// longer at the median than a receiver that polls 64 empty rounds before
+// it sleeps (make bench's C receiver), and costs no more CPU per packet
+// than it, but on the Poisson trace: there the default polls through
+// gaps up to its spin limit, longer than the C receiver's 64 rounds, and
+// pays more CPU for a shorter median wait (asserted: shorter; the package
+// documentation's table shows both).
 func TestGovernorTraces(t *testing.T) {
 	for _, tr := range simTraces() {
 		ref := simulate(t, Config{IdleRounds: -1}, tr.arrivals, tr.end, simWake)
+		cref := simulate(t, Config{IdleRounds: cRounds}, tr.arrivals, tr.end, simWake)
 		for _, pc := range []struct {
 			cfg    Config
 			budget time.Duration
 		}{
-			{Config{}, delayFactor * simWake},
+			{Config{}, 0},
+			{Config{MaxDelay: simWake}, simWake},
 			{Config{MaxDelay: 4 * simWake}, 4 * simWake},
-			{Config{MaxDelay: -1}, 0},
 		} {
 			r := simulate(t, pc.cfg, tr.arrivals, tr.end, simWake)
 			name := fmt.Sprintf("%s, MaxDelay %v", tr.name, pc.cfg.MaxDelay)
@@ -269,8 +281,18 @@ func TestGovernorTraces(t *testing.T) {
 				t.Errorf("%s: waits p50 %v, p99 %v, more than a receiver that sleeps when its ring is empty (%v, %v) and the budget %v",
 					name, r.p50, r.p99, ref.p50, ref.p99, pc.budget)
 			}
-			if pc.cfg.MaxDelay == 0 && r.perPacket() > ref.perPacket()*11/10 {
-				t.Errorf("%s: %v CPU per packet, more than a receiver that sleeps when its ring is empty (%v)", name, r.perPacket(), ref.perPacket())
+			if pc.cfg.MaxDelay == 0 {
+				poisson := strings.HasPrefix(tr.name, "Poisson")
+				if poisson && r.p50 >= cref.p50 {
+					t.Errorf("%s: p50 wait %v, not shorter than a receiver that polls %d empty rounds before it sleeps (%v), for %v CPU per packet against its %v",
+						name, r.p50, cRounds, cref.p50, r.perPacket(), cref.perPacket())
+				}
+				if !poisson && r.perPacket() > cref.perPacket() {
+					t.Errorf("%s: %v CPU per packet, more than a receiver that polls %d empty rounds before it sleeps (%v)", name, r.perPacket(), cRounds, cref.perPacket())
+				}
+				if r.p50 > cref.p50+slack {
+					t.Errorf("%s: p50 wait %v, more than a receiver that polls %d empty rounds before it sleeps (%v)", name, r.p50, cRounds, cref.p50)
+				}
 			}
 			if tail := 4*simSleepCPU + 2*simWake; r.tailCPU > tail {
 				t.Errorf("%s: %v of CPU after the last packet, more than %v", name, r.tailCPU, tail)
@@ -290,7 +312,7 @@ func TestGovernorLateNaps(t *testing.T) {
 			cfg    Config
 			budget time.Duration
 		}{
-			{Config{}, delayFactor * simWake},
+			{Config{MaxDelay: simWake}, simWake},
 			{Config{MaxDelay: 4 * simWake}, 4 * simWake},
 		} {
 			r := simulate(t, pc.cfg, tr.arrivals, tr.end, late)

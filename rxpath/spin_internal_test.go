@@ -104,11 +104,18 @@ func TestSpinRule(t *testing.T) {
 	if p.spinLimit != 2*us {
 		t.Fatalf("after short periods: limit %v, want 2µs", p.spinLimit)
 	}
-	p.lastPkt = at
+	p.lastPkt, p.awakeSince = at, at
 	if !p.keepPolling(at+us, 1) || p.keepPolling(at+2*us, 1) {
 		t.Errorf("limit 2µs: polls again at 1µs %v (want true), at 2µs %v (want false)",
 			p.keepPolling(at+us, 1), p.keepPolling(at+2*us, 1))
 	}
+	// The duty rule: awake for dutySpin SleepCosts, the poller sleeps
+	// even within the spin limit.
+	p.awakeSince = at + us - dutySpin*p.sleepCost
+	if p.keepPolling(at+us, 1) {
+		t.Errorf("polls again after %v awake (SleepCost %v)", dutySpin*p.sleepCost, p.sleepCost)
+	}
+	p.awakeSince = at
 	p.calmUntil = at + time.Second
 	if p.keepPolling(at+us, 1) {
 		t.Error("polls again while calm (another task wants the CPU)")

@@ -68,16 +68,16 @@
 // 2.4, link type 1 = Ethernet; then a 16-byte record header per packet:
 // seconds, nanoseconds, captured length, original length).
 //
-// The receive poller naps while packets flow (rxpath.Config.Coalesce,
-// by default 4 of the host's measured sleep costs), within a delay
-// budget (rxpath.Config.MaxDelay, by default one sleep cost): it takes
+// The receive poller does not choose to let a packet wait by default: it
+// polls through short gaps and sleeps until the socket is readable through
+// long ones. -max-delay sets a delay budget (rxpath.Config.MaxDelay):
+// within it the poller naps while packets flow (rxpath.Config.Coalesce, by
+// default 4 of the host's measured sleep costs, cut to the budget), for
 // fewer wake-ups and less CPU per packet at moderate rates, and a packet
-// may wait up to a nap on the ring. -max-delay sets the budget (a larger
-// one trades delay for CPU; negative never naps while packets flow);
-// -coalesce sets the nap's timer within it (without -max-delay, one
-// longer than the default budget raises the budget to itself; with a
-// negative -max-delay it is refused; naps are still skipped while they
-// overrun it on a contended CPU); -coalesce -1ns never naps.
+// may wait up to a nap on the ring. -coalesce sets the nap's timer (alone,
+// it is its own budget; with a negative -max-delay it is refused; naps are
+// still skipped while they overrun on a contended CPU); -coalesce -1ns or
+// a negative -max-delay never naps.
 // -thread makes the poller sleep, while packets flow, in ppoll on its own
 // thread rather than in the Go runtime's poller (rxpath.Config.Thread): a
 // wake-up then costs about what a C receiver's poll(2) does, and the

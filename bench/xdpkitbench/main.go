@@ -178,7 +178,7 @@ func parseArgs(args []string) {
 	num(&o.idleRounds, "", "idle-rounds", 0, "rxdrop: rxpath.Config.IdleRounds (0: the poller's default)")
 	num(&o.busyPoll, "", "busy-poll", 0, "rxdrop: busy-poll with this budget (xsk PreferBusyPoll, rxpath BusyPoll; 0: off)")
 	fs.BoolVar(&o.prefetch, "prefetch", false, "fwd: rxpath.Config.Prefetch, read the first byte of every packet of a batch before forwarding the first")
-	fs.DurationVar(&o.maxDelay, "max-delay", 0, "rxdrop, fwd: rxpath.Config.MaxDelay, the most a packet may wait on the ring by the poller's choice (0: its default, one sleep cost; negative: never nap while packets flow)")
+	fs.DurationVar(&o.maxDelay, "max-delay", 0, "rxdrop, fwd: rxpath.Config.MaxDelay, the most a packet may wait on the ring by the poller's choice (0, the default, or negative: no naps; positive: nap within it while packets flow)")
 	fs.DurationVar(&o.coalesce, "coalesce", 0, "rxdrop, fwd: rxpath.Config.Coalesce, the poller's nap while packets flow (0: its default; negative: never nap)")
 	num(&o.napiDefer, "", "napi-defer", -1, "rxdrop: set napi_defer_hard_irqs of -i's NAPIs for the run (xsk.SetNAPIDeferral; -1: leave; with --napi-gro-flush)")
 	fs.DurationVar(&o.napiFlush, "napi-gro-flush", -1, "rxdrop: set gro_flush_timeout of -i's NAPIs for the run (-1: leave; with --napi-defer)")
