@@ -51,6 +51,13 @@
  *             expire, decrement the TTL with the IPv4 header checksum
  *             updated incrementally (RFC 1624), then the MAC rewrite;
  *             --dst-mac is the (resolved) next hop.
+ *             With -o equal to -i and --out-queue equal to -q it is a
+ *             hairpin: ONE socket on that queue, with RX and TX rings,
+ *             sends each frame back out of the link it came in on, the
+ *             frame going from the RX ring to the TX ring of the same
+ *             socket (no copy, no second socket); the rewrite is the same
+ *             (destination --dst-mac, source the link's own MAC: with
+ *             the sender's MAC as --dst-mac, the addresses swapped).
  *
  *   The loop busy-polls while traffic flows and falls back to poll(2)
  *   (1 ms timeout) after 64 idle rounds; rxdrop --spin never sleeps.
@@ -341,7 +348,8 @@ static void usage(FILE *f)
 		"usage: xdpbench -m MODE -i IF [options]\n"
 		"  -m, --mode M        txonly | gen | sink | rxdrop | fwd (txonly)\n"
 		"  -i, --iface IF      interface (fwd: the receiving one)\n"
-		"  -o, --out-iface IF  fwd: the transmitting interface\n"
+		"  -o, --out-iface IF  fwd: the transmitting interface (-i, and --out-queue -q:\n"
+		"                      a hairpin through one socket on that queue)\n"
 		"  -q, --queue Q       queue of -i (0)\n"
 		"      --out-queue Q   fwd: queue of -o (0)\n"
 		"  -s, --size B        txonly: frame bytes incl. Ethernet header (64)\n"
@@ -482,6 +490,13 @@ static void parse_args(int argc, char **argv)
 		die("-b %u is larger than the rings (-r %u)", o.batch, o.ring);
 	if (o.size > o.frame_size)
 		die("-s %u does not fit in a frame of %u bytes (-f)", o.size, o.frame_size);
+}
+
+/* hairpin: fwd out of the queue it receives on, through one socket. */
+static bool hairpin(void)
+{
+	return o.mode == M_FWD && o.out_ifname && strcmp(o.ifname, o.out_ifname) == 0 &&
+	       o.queue == o.out_queue;
 }
 
 /* ---- small system helpers --------------------------------------------- */
@@ -1195,8 +1210,9 @@ static void print_rx_json(uint64_t frames, uint64_t first, uint64_t last, uint64
 	       (unsigned long long)st->rx_invalid_descs, secs(wall), o.ifname, o.queue,
 	       o.batch, o.ring, o.frame_size, kicks, g.wakeups);
 	if (o.mode == M_FWD)
-		printf(",\"out_iface\":\"%s\",\"tx_completed\":%" PRIu64 ",\"l3\":%s,\"not_routed\":%" PRIu64,
-		       o.out_ifname, tx_completed, o.l3 ? "true" : "false", not_routed);
+		printf(",\"out_iface\":\"%s\",\"tx_completed\":%" PRIu64 ",\"l3\":%s,\"not_routed\":%" PRIu64
+		       ",\"hairpin\":%s",
+		       o.out_ifname, tx_completed, o.l3 ? "true" : "false", not_routed, hairpin() ? "true" : "false");
 	printf("}\n");
 }
 
@@ -1467,8 +1483,16 @@ static void run_fwd(void)
 
 	mac_of(o.out_ifname, out_mac);
 	umem_create();
-	xsk_open(in, o.ifname, o.queue, true, false, NULL);
-	xsk_open(out, o.out_ifname, o.out_queue, false, true, in);
+	if (hairpin()) {
+		/* One socket with both rings: RX descriptors become TX ones
+		 * of the same socket, completions come back on its own
+		 * completion ring. */
+		xsk_open(in, o.ifname, o.queue, true, true, NULL);
+		out = in;
+	} else {
+		xsk_open(in, o.ifname, o.queue, true, false, NULL);
+		xsk_open(out, o.out_ifname, o.out_queue, false, true, in);
+	}
 	fill_refill(in);
 	setup_rx_program(in);
 	ready();
@@ -1552,7 +1576,8 @@ static void run_fwd(void)
 		completed += done;
 	}
 	stats_of(in, &st);
-	print_rx_json(frames, first, last, now_ns() - start, &st, completed, in->kicks + out->kicks, not_routed);
+	print_rx_json(frames, first, last, now_ns() - start, &st, completed,
+		      in->kicks + (out != in ? out->kicks : 0), not_routed);
 }
 
 int main(int argc, char **argv)
