@@ -75,7 +75,8 @@
  *   on stdout, e.g.
  *     {"mode":"txonly","frames":N,"seconds":S,"mpps":X,...}
  *   (rxdrop and fwd add "wakeups": the polls that found the socket ready,
- *   as xdpkitbench reports the rxpath.Poller's) and, once set up, the line
+ *   as xdpkitbench reports the rxpath.Poller's, and "kicks_again": the
+ *   kicks the kernel answered EAGAIN, EBUSY or ENOBUFS) and, once set up, the line
  *   "xdpbench: ready" on stderr (so a harness
  *   can start the peer). Errors go to stderr and the exit code is 1.
  *   rxdrop and fwd measure their rate between the first and the last
@@ -1196,19 +1197,20 @@ static bool rx_json_open = true;
 
 static void print_rx_json(uint64_t frames, uint64_t first, uint64_t last, uint64_t wall,
 			  struct xdp_statistics *st, uint64_t tx_completed, uint64_t kicks,
-			  uint64_t not_routed)
+			  uint64_t kicks_again, uint64_t not_routed)
 {
 	if (rx_json_open)
 		putchar('{');
 	printf("\"mode\":\"%s\",\"frames\":%" PRIu64 ",\"seconds\":%.6f,\"mpps\":%.4f,"
 	       "\"rx_dropped\":%llu,\"rx_ring_full\":%llu,\"fill_empty\":%llu,"
 	       "\"rx_invalid_descs\":%llu,\"wall_seconds\":%.6f,\"iface\":\"%s\",\"queue\":%u,"
-	       "\"batch\":%u,\"ring\":%u,\"frame_size\":%u,\"kicks\":%" PRIu64 ",\"wakeups\":%" PRIu64,
+	       "\"batch\":%u,\"ring\":%u,\"frame_size\":%u,\"kicks\":%" PRIu64 ",\"kicks_again\":%" PRIu64
+	       ",\"wakeups\":%" PRIu64,
 	       mode_names[o.mode], frames, secs(last - first), mpps(frames, last - first),
 	       (unsigned long long)st->rx_dropped, (unsigned long long)st->rx_ring_full,
 	       (unsigned long long)st->rx_fill_ring_empty_descs,
 	       (unsigned long long)st->rx_invalid_descs, secs(wall), o.ifname, o.queue,
-	       o.batch, o.ring, o.frame_size, kicks, g.wakeups);
+	       o.batch, o.ring, o.frame_size, kicks, kicks_again, g.wakeups);
 	if (o.mode == M_FWD)
 		printf(",\"out_iface\":\"%s\",\"tx_completed\":%" PRIu64 ",\"l3\":%s,\"not_routed\":%" PRIu64
 		       ",\"hairpin\":%s",
@@ -1378,7 +1380,7 @@ static void run_rxdrop(void)
 		       lat.max, cpu_ns() - cpu0, o.spin ? "true" : "false");
 		rx_json_open = false;
 	}
-	print_rx_json(frames, first, last, now_ns() - start, &st, 0, x->kicks, 0);
+	print_rx_json(frames, first, last, now_ns() - start, &st, 0, x->kicks, x->kicks_again, 0);
 }
 
 static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
@@ -1577,7 +1579,8 @@ static void run_fwd(void)
 	}
 	stats_of(in, &st);
 	print_rx_json(frames, first, last, now_ns() - start, &st, completed,
-		      in->kicks + (out != in ? out->kicks : 0), not_routed);
+		      in->kicks + (out != in ? out->kicks : 0),
+		      in->kicks_again + (out != in ? out->kicks_again : 0), not_routed);
 }
 
 int main(int argc, char **argv)

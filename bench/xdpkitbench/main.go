@@ -839,8 +839,10 @@ func runRX(fwd bool) {
 		die("stats: %v", err)
 	}
 	kicks := in.Counters().KicksRX + in.Counters().KicksTX
+	kicksAgain := in.Counters().KicksAgain
 	if fwd && !hp {
 		kicks += r.out.Counters().KicksTX
+		kicksAgain += r.out.Counters().KicksAgain
 	}
 	seconds := time.Duration(r.last - r.first)
 	// What ended the run: a signal, the frame count or the duration.
@@ -854,10 +856,10 @@ func runRX(fwd bool) {
 	var b strings.Builder
 	fmt.Fprintf(&b, `{"mode":%q,"impl":"xdpkit","frames":%d,"seconds":%.6f,"mpps":%.4f,"rx_dropped":%d,"rx_ring_full":%d,`+
 		`"fill_empty":%d,"rx_invalid_descs":%d,"wall_seconds":%.6f,"iface":%q,"queue":%d,"batch":%d,"ring":%d,`+
-		`"frame_size":%d,"kicks":%d,"mallocs":%d,"mallocs_frames":%d,"ended":%q`,
+		`"frame_size":%d,"kicks":%d,"kicks_again":%d,"mallocs":%d,"mallocs_frames":%d,"ended":%q`,
 		o.mode, r.frames, seconds.Seconds(), mpps(r.frames, seconds), st.RXDropped, st.RXRingFull,
 		st.RXFillRingEmptyDesc, st.RXInvalidDescs, wall.Seconds(), o.ifname, o.queue, o.batch, o.ring,
-		o.frameSize, kicks, allocs, allocFrames, ended)
+		o.frameSize, kicks, kicksAgain, allocs, allocFrames, ended)
 	if ps, err := p.Stats(); err == nil {
 		// How the poller's rounds went: rounds that used their whole
 		// budget mean the RX ring held a backlog.
