@@ -166,3 +166,27 @@ func TestTargetsFastestC(t *testing.T) {
 		t.Errorf("goal table:\n%s", b.String())
 	}
 }
+
+// TestReadmeFoldsMaxRate: README shows each mode's maximum-rate goals in
+// one row, in the place of the mode's first, naming xsksample where it
+// was the fastest C forwarder.
+func TestReadmeFoldsMaxRate(t *testing.T) {
+	runs := func(m float64) []XDPRun { return []XDPRun{{Mpps: m}} }
+	r := &Results{XDP: []XDPCase{
+		{Mode: "rxdrop", Size: 64, C: runs(1), Go: runs(1.2), CMedian: 1, GoMedian: 1.2, Ratio: 1.2},
+		{Mode: "hairpin", Size: 64, C: runs(0.5), Go: runs(0.6), CMedian: 0.5, GoMedian: 0.6, Ratio: 1.2,
+			Sample: &SampleRuns{Mode: "l2fwd", Runs: runs(0.8), Sum: RunSummary{Mpps: 0.8}}},
+		{Mode: "hairpin", Size: 1500, C: runs(0.5), Go: runs(0.55), CMedian: 0.5, GoMedian: 0.55, Ratio: 1.1,
+			Sample: &SampleRuns{Mode: "l2fwd", Runs: runs(0.4), Sum: RunSummary{Mpps: 0.4}}},
+		{Mode: "rxdrop", Size: 1500, C: runs(1), Go: runs(0.9), CMedian: 1, GoMedian: 0.9, Ratio: 0.9},
+	}}
+	got := readmeReport(r)
+	for _, want := range []string{
+		"| rxdrop 64 / 1500 B, max rate | Mpps (higher is better) | 1.20, 0.90 | 1.20-1.20, 0.90-0.90 | not met |\n" +
+			"| hairpin 64 / 1500 B, max rate | Mpps against the fastest C (higher is better) | 0.75 (xsksample), 1.10 | 0.75-0.75, 1.10-1.10 | not met |\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("README section:\n%s\nwant it to hold:\n%s", got, want)
+		}
+	}
+}
