@@ -51,6 +51,13 @@
  *             expire, decrement the TTL with the IPv4 header checksum
  *             updated incrementally (RFC 1624), then the MAC rewrite;
  *             --dst-mac is the (resolved) next hop.
+ *             With -o equal to -i and --out-queue equal to -q it is a
+ *             hairpin: ONE socket on that queue, with RX and TX rings,
+ *             sends each frame back out of the link it came in on, the
+ *             frame going from the RX ring to the TX ring of the same
+ *             socket (no copy, no second socket); the rewrite is the same
+ *             (destination --dst-mac, source the link's own MAC: with
+ *             the sender's MAC as --dst-mac, the addresses swapped).
  *
  *   The loop busy-polls while traffic flows and falls back to poll(2)
  *   (1 ms timeout) after 64 idle rounds; rxdrop --spin never sleeps.
@@ -68,7 +75,8 @@
  *   on stdout, e.g.
  *     {"mode":"txonly","frames":N,"seconds":S,"mpps":X,...}
  *   (rxdrop and fwd add "wakeups": the polls that found the socket ready,
- *   as xdpkitbench reports the rxpath.Poller's) and, once set up, the line
+ *   as xdpkitbench reports the rxpath.Poller's, and "kicks_again": the
+ *   kicks the kernel answered EAGAIN, EBUSY or ENOBUFS) and, once set up, the line
  *   "xdpbench: ready" on stderr (so a harness
  *   can start the peer). Errors go to stderr and the exit code is 1.
  *   rxdrop and fwd measure their rate between the first and the last
@@ -341,7 +349,8 @@ static void usage(FILE *f)
 		"usage: xdpbench -m MODE -i IF [options]\n"
 		"  -m, --mode M        txonly | gen | sink | rxdrop | fwd (txonly)\n"
 		"  -i, --iface IF      interface (fwd: the receiving one)\n"
-		"  -o, --out-iface IF  fwd: the transmitting interface\n"
+		"  -o, --out-iface IF  fwd: the transmitting interface (-i, and --out-queue -q:\n"
+		"                      a hairpin through one socket on that queue)\n"
 		"  -q, --queue Q       queue of -i (0)\n"
 		"      --out-queue Q   fwd: queue of -o (0)\n"
 		"  -s, --size B        txonly: frame bytes incl. Ethernet header (64)\n"
@@ -482,6 +491,13 @@ static void parse_args(int argc, char **argv)
 		die("-b %u is larger than the rings (-r %u)", o.batch, o.ring);
 	if (o.size > o.frame_size)
 		die("-s %u does not fit in a frame of %u bytes (-f)", o.size, o.frame_size);
+}
+
+/* hairpin: fwd out of the queue it receives on, through one socket. */
+static bool hairpin(void)
+{
+	return o.mode == M_FWD && o.out_ifname && strcmp(o.ifname, o.out_ifname) == 0 &&
+	       o.queue == o.out_queue;
 }
 
 /* ---- small system helpers --------------------------------------------- */
@@ -1181,22 +1197,24 @@ static bool rx_json_open = true;
 
 static void print_rx_json(uint64_t frames, uint64_t first, uint64_t last, uint64_t wall,
 			  struct xdp_statistics *st, uint64_t tx_completed, uint64_t kicks,
-			  uint64_t not_routed)
+			  uint64_t kicks_again, uint64_t not_routed)
 {
 	if (rx_json_open)
 		putchar('{');
 	printf("\"mode\":\"%s\",\"frames\":%" PRIu64 ",\"seconds\":%.6f,\"mpps\":%.4f,"
 	       "\"rx_dropped\":%llu,\"rx_ring_full\":%llu,\"fill_empty\":%llu,"
 	       "\"rx_invalid_descs\":%llu,\"wall_seconds\":%.6f,\"iface\":\"%s\",\"queue\":%u,"
-	       "\"batch\":%u,\"ring\":%u,\"frame_size\":%u,\"kicks\":%" PRIu64 ",\"wakeups\":%" PRIu64,
+	       "\"batch\":%u,\"ring\":%u,\"frame_size\":%u,\"kicks\":%" PRIu64 ",\"kicks_again\":%" PRIu64
+	       ",\"wakeups\":%" PRIu64,
 	       mode_names[o.mode], frames, secs(last - first), mpps(frames, last - first),
 	       (unsigned long long)st->rx_dropped, (unsigned long long)st->rx_ring_full,
 	       (unsigned long long)st->rx_fill_ring_empty_descs,
 	       (unsigned long long)st->rx_invalid_descs, secs(wall), o.ifname, o.queue,
-	       o.batch, o.ring, o.frame_size, kicks, g.wakeups);
+	       o.batch, o.ring, o.frame_size, kicks, kicks_again, g.wakeups);
 	if (o.mode == M_FWD)
-		printf(",\"out_iface\":\"%s\",\"tx_completed\":%" PRIu64 ",\"l3\":%s,\"not_routed\":%" PRIu64,
-		       o.out_ifname, tx_completed, o.l3 ? "true" : "false", not_routed);
+		printf(",\"out_iface\":\"%s\",\"tx_completed\":%" PRIu64 ",\"l3\":%s,\"not_routed\":%" PRIu64
+		       ",\"hairpin\":%s",
+		       o.out_ifname, tx_completed, o.l3 ? "true" : "false", not_routed, hairpin() ? "true" : "false");
 	printf("}\n");
 }
 
@@ -1362,7 +1380,7 @@ static void run_rxdrop(void)
 		       lat.max, cpu_ns() - cpu0, o.spin ? "true" : "false");
 		rx_json_open = false;
 	}
-	print_rx_json(frames, first, last, now_ns() - start, &st, 0, x->kicks, 0);
+	print_rx_json(frames, first, last, now_ns() - start, &st, 0, x->kicks, x->kicks_again, 0);
 }
 
 static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
@@ -1467,8 +1485,16 @@ static void run_fwd(void)
 
 	mac_of(o.out_ifname, out_mac);
 	umem_create();
-	xsk_open(in, o.ifname, o.queue, true, false, NULL);
-	xsk_open(out, o.out_ifname, o.out_queue, false, true, in);
+	if (hairpin()) {
+		/* One socket with both rings: RX descriptors become TX ones
+		 * of the same socket, completions come back on its own
+		 * completion ring. */
+		xsk_open(in, o.ifname, o.queue, true, true, NULL);
+		out = in;
+	} else {
+		xsk_open(in, o.ifname, o.queue, true, false, NULL);
+		xsk_open(out, o.out_ifname, o.out_queue, false, true, in);
+	}
 	fill_refill(in);
 	setup_rx_program(in);
 	ready();
@@ -1552,7 +1578,9 @@ static void run_fwd(void)
 		completed += done;
 	}
 	stats_of(in, &st);
-	print_rx_json(frames, first, last, now_ns() - start, &st, completed, in->kicks + out->kicks, not_routed);
+	print_rx_json(frames, first, last, now_ns() - start, &st, completed,
+		      in->kicks + (out != in ? out->kicks : 0),
+		      in->kicks_again + (out != in ? out->kicks_again : 0), not_routed);
 }
 
 int main(int argc, char **argv)

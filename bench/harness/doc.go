@@ -40,14 +40,19 @@
 //     the efficiency goals (forwarding and RX-drop at maximum rate by
 //     Mpps, RX-drop at 100 and 300 kpps by the receiver's CPU per packet)
 //     with a verdict each and the range over the runs paired as they
-//     alternated. Beside them, in the same rounds and on the same links,
+//     alternated; the forwarding goals (fwd, hairpin, l3fwd) are against
+//     the fastest C forwarder that ran the case (targets.go's fastestC).
+//     The hairpin rows (fwd with -o equal to -i: one socket, frames back
+//     out of the link they came in on) are counted by the XDP counter on
+//     the generator's own link. Beside them, in the same rounds and on the same links,
 //     xsksample (bench/c/xsksample.c: the AF_XDP sample program's shape,
 //     xdpsock's modes, loops and defaults on libxdp; xsksample.go) runs
 //     where it has a counterpart: txonly beside the "ring" rows (it sends
 //     from the TX peer's other end into the same counter), rxdrop beside
 //     the rxdrop rows without NAPI deferral (its own count), and l2fwd, a
-//     hairpin, beside fwd (it sends back on the link it receives on,
-//     counted by a second XDP counter on the generator's link). Busy loop
+//     hairpin, beside the hairpin rows at the maximum rate and beside fwd
+//     at the fixed rates (it sends back on the link it receives on,
+//     counted on the generator's link). Busy loop
 //     at the maximum rate, poll(2) (-p) at the fixed rates; its table
 //     gives its median (min-max) beside the C reference's and xdpkit's.
 //     It needs libxdp-dev and libbpf-dev; -impl xsksample runs it alone.

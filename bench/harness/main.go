@@ -91,7 +91,7 @@ func main() {
 	flag.IntVar(&c.runs, "runs", 5, "measured runs of each AF_XDP case and implementation")
 	flag.IntVar(&c.seconds, "seconds", 2, "length of one AF_XDP run")
 	flag.StringVar(&c.only, "only", defaultParts, "parts to run: xdp, micro, deliver, grid, wake, gen, latency (comma-separated)")
-	flag.StringVar(&c.modes, "modes", defaultModes, "AF_XDP modes to run: txonly, rxdrop, fwd, l3fwd (comma-separated)")
+	flag.StringVar(&c.modes, "modes", defaultModes, "AF_XDP modes to run: txonly, rxdrop, fwd, hairpin, l3fwd (comma-separated)")
 	match := flag.String("match", "", "run only the AF_XDP and latency cases whose name (e.g. \"fwd 64 B at 100 kpps\", \"latency 300 kpps napi=off\") matches this regular expression")
 	flag.StringVar(&c.bin, "bin", "", "build the benchmark programs into this directory and keep them (default: a temporary one), e.g. for perf report")
 	flag.IntVar(&niceness, "nice", 0, "run the AF_XDP programs (both implementations) at this nice level, e.g. -10 on a machine shared with other work")

@@ -34,9 +34,22 @@ func readmeReport(r *Results) string {
 		// row per rate here, to keep README short; summary.md has each.
 		var latNames []string
 		lat := map[string][]Target{}
+		// The maximum-rate Mpps goals share one row per mode (its
+		// frame sizes side by side), where the mode's first one was.
+		var rows []string
+		maxAt := map[string]int{} // mode: its row in rows
+		maxRate := map[string][]Target{}
 		for _, t := range ts {
 			if t.What == "speed" {
 				sums = append(sums, t)
+				continue
+			}
+			if mode, _, ok := strings.Cut(t.Name, " "); ok && t.What == "Mpps" && strings.Contains(t.Name, ", max rate") {
+				if maxRate[mode] == nil {
+					maxAt[mode] = len(rows)
+					rows = append(rows, "")
+				}
+				maxRate[mode] = append(maxRate[mode], t)
 				continue
 			}
 			if strings.HasPrefix(t.Name, "latency ") {
@@ -46,8 +59,31 @@ func readmeReport(r *Results) string {
 				lat[t.Name] = append(lat[t.Name], t)
 				continue
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %.2f-%.2f | %s |\n", t.Name, targetWhat(t.What), ratio2(t.Ratio), t.RunLo, t.RunHi, verdict(t.Met))
+			rows = append(rows, fmt.Sprintf("| %s | %s | %s | %.2f-%.2f | %s |\n", t.Name, targetWhat(t.What), ratio2(t.Ratio), t.RunLo, t.RunHi, verdict(t.Met)))
 		}
+		for mode, at := range maxAt {
+			var sizes, ratios, spreads []string
+			met, fastest := true, false
+			for _, t := range maxRate[mode] {
+				size, _, _ := strings.Cut(strings.TrimPrefix(t.Name, mode+" "), ",")
+				sizes = append(sizes, strings.TrimSuffix(size, " B"))
+				r := ratio2(t.Ratio)
+				if t.Against != "" && t.Against != "C reference" {
+					r += " (" + t.Against + ")"
+				}
+				ratios = append(ratios, r)
+				spreads = append(spreads, fmt.Sprintf("%.2f-%.2f", t.RunLo, t.RunHi))
+				met = met && t.Met
+				fastest = fastest || t.Against != ""
+			}
+			what := targetWhat("Mpps")
+			if fastest {
+				what = "Mpps against the fastest C (higher is better)"
+			}
+			rows[at] = fmt.Sprintf("| %s %s B, max rate | %s | %s | %s | %s |\n", mode, strings.Join(sizes, " / "), what,
+				strings.Join(ratios, ", "), strings.Join(spreads, ", "), verdict(met))
+		}
+		b.WriteString(strings.Join(rows, ""))
 		for _, name := range latNames {
 			var what, ratios, spreads []string
 			met := true

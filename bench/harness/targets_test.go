@@ -103,3 +103,90 @@ func TestTargetMissedBeyondSpread(t *testing.T) {
 		t.Error("a miss beyond the spread: no error")
 	}
 }
+
+// TestTargetsFastestC: a forwarding goal compares xdpkit with the fastest
+// C forwarder that ran the case, by median, and pairs xdpkit's runs with
+// that program's for the spread; rxdrop stays against the C reference.
+func TestTargetsFastestC(t *testing.T) {
+	sample := func(mpps ...float64) *SampleRuns {
+		s := &SampleRuns{Mode: "l2fwd"}
+		for _, m := range mpps {
+			s.Runs = append(s.Runs, XDPRun{Mpps: m})
+		}
+		s.Sum = summarize(s.Runs)
+		return s
+	}
+	runs := func(mpps ...float64) []XDPRun {
+		var r []XDPRun
+		for _, m := range mpps {
+			r = append(r, XDPRun{Mpps: m})
+		}
+		return r
+	}
+	cases := []XDPCase{
+		// xsksample is the fastest C: the goal is against it.
+		{Mode: "hairpin", Size: 64, C: runs(0.5, 0.5, 0.5), Go: runs(0.55, 0.6, 0.5), CMedian: 0.5, GoMedian: 0.55, Ratio: 1.1,
+			Sample: sample(0.6, 0.5, 0.7)},
+		// The C reference is faster than xsksample.
+		{Mode: "hairpin", Size: 1500, C: runs(0.4, 0.5, 0.6), Go: runs(0.45, 0.5, 0.5), CMedian: 0.5, GoMedian: 0.5, Ratio: 1,
+			Sample: sample(0.3, 0.3, 0.3)},
+		// Only the C reference ran it.
+		{Mode: "fwd", Size: 64, C: runs(1, 1), Go: runs(1.1, 1.1), CMedian: 1, GoMedian: 1.1, Ratio: 1.1},
+		// xsksample ran it, faster, but rxdrop stays against the C reference.
+		{Mode: "rxdrop", Size: 64, C: runs(1, 1), Go: runs(1.1, 1.1), CMedian: 1, GoMedian: 1.1, Ratio: 1.1,
+			Sample: sample(2, 2)},
+		// xdpkit against xsksample alone (the C reference not run).
+		{Mode: "hairpin", Size: 64, Rate: 0, Go: runs(0.9), GoMedian: 0.9, Sample: sample(1)},
+	}
+	want := []struct {
+		name, against string
+		ratio, lo, hi float64
+		met, missed   bool
+	}{
+		{"hairpin 64 B, max rate, against xsksample", "xsksample", 0.55 / 0.6, 0.5 / 0.7, 1.2, false, false},
+		{"hairpin 1500 B, max rate", "C reference", 1, 0.5 / 0.6, 1.125, true, false},
+		{"fwd 64 B, max rate", "C reference", 1.1, 1.1, 1.1, true, false},
+		{"rxdrop 64 B, max rate", "", 1.1, 1.1, 1.1, true, false},
+		{"hairpin 64 B, max rate, against xsksample", "xsksample", 0.9, 0.9, 0.9, false, true},
+	}
+	ts := targets(cases, nil)
+	if len(ts) != len(want) {
+		t.Fatalf("targets: %+v", ts)
+	}
+	near := func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+	for i, w := range want {
+		g := ts[i]
+		if g.Name != w.name || g.Against != w.against || !near(g.Ratio, w.ratio) || !near(g.RunLo, w.lo) || !near(g.RunHi, w.hi) || g.Met != w.met || g.Missed != w.missed {
+			t.Errorf("target %d: got %+v, want %+v", i, g, w)
+		}
+	}
+	var b strings.Builder
+	writeTargets(&b, ts)
+	if !strings.Contains(b.String(), "| hairpin 64 B, max rate, against xsksample | Mpps (higher is better) | 0.92 | 0.71-1.20 | met within spread |") {
+		t.Errorf("goal table:\n%s", b.String())
+	}
+}
+
+// TestReadmeFoldsMaxRate: README shows each mode's maximum-rate goals in
+// one row, in the place of the mode's first, naming xsksample where it
+// was the fastest C forwarder.
+func TestReadmeFoldsMaxRate(t *testing.T) {
+	runs := func(m float64) []XDPRun { return []XDPRun{{Mpps: m}} }
+	r := &Results{XDP: []XDPCase{
+		{Mode: "rxdrop", Size: 64, C: runs(1), Go: runs(1.2), CMedian: 1, GoMedian: 1.2, Ratio: 1.2},
+		{Mode: "hairpin", Size: 64, C: runs(0.5), Go: runs(0.6), CMedian: 0.5, GoMedian: 0.6, Ratio: 1.2,
+			Sample: &SampleRuns{Mode: "l2fwd", Runs: runs(0.8), Sum: RunSummary{Mpps: 0.8}}},
+		{Mode: "hairpin", Size: 1500, C: runs(0.5), Go: runs(0.55), CMedian: 0.5, GoMedian: 0.55, Ratio: 1.1,
+			Sample: &SampleRuns{Mode: "l2fwd", Runs: runs(0.4), Sum: RunSummary{Mpps: 0.4}}},
+		{Mode: "rxdrop", Size: 1500, C: runs(1), Go: runs(0.9), CMedian: 1, GoMedian: 0.9, Ratio: 0.9},
+	}}
+	got := readmeReport(r)
+	for _, want := range []string{
+		"| rxdrop 64 / 1500 B, max rate | Mpps (higher is better) | 1.20, 0.90 | 1.20-1.20, 0.90-0.90 | not met |\n" +
+			"| hairpin 64 / 1500 B, max rate | Mpps against the fastest C (higher is better) | 0.75 (xsksample), 1.10 | 0.75-0.75, 1.10-1.10 | not met |\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("README section:\n%s\nwant it to hold:\n%s", got, want)
+		}
+	}
+}

@@ -322,11 +322,12 @@ func build(ctx context.Context, c *config, dir string) (cb, gob string, err erro
 type bed struct {
 	p1, p2 *vethns.Pair // p2 only for fwd and l3fwd
 	// count is the harness's counter: on the TX peer (txonly), on the
-	// return link in the generator's namespace (fwd) or on the sink's
-	// link (l3fwd).
+	// return link in the generator's namespace (fwd), on the sink's
+	// link (l3fwd) or on the generator's own link (hairpin).
 	count *counter
-	// back counts on the generator's own link (fwd, with xsksample):
-	// xsksample's l2fwd sends back on the link it receives on.
+	// back counts on the generator's own link (fwd with xsksample, and
+	// hairpin, where it is count): xsksample's l2fwd sends back on the
+	// link it receives on.
 	back *counter
 }
 
@@ -381,7 +382,7 @@ func xdpCases(mode string, quick bool) []xdpCase {
 				cs = append(cs, xdpCase{mode: mode, size: size, strategy: st})
 			}
 		}
-	case "l3fwd":
+	case "l3fwd", "hairpin":
 		cs = append(cs, xdpCase{mode: mode, size: 64}, xdpCase{mode: mode, size: 1500})
 	default:
 		cs = append(cs, xdpCase{mode: mode, size: 64}, xdpCase{mode: mode, size: 1500})
@@ -442,13 +443,15 @@ func runXDP(ctx context.Context, c *config, dir string) ([]XDPCase, error) {
 }
 
 // defaultModes are the AF_XDP modes of make bench, in order.
-const defaultModes = "txonly,rxdrop,fwd,l3fwd"
+const defaultModes = "txonly,rxdrop,fwd,hairpin,l3fwd"
 
 var countedAt = map[string]string{
 	"txonly": "sink: the harness's XDP counter on the peer",
 	"rxdrop": "receiver (checked against the generator's completions and XDP_STATISTICS)",
 	"fwd":    "return link: the harness's XDP counter in the generator's namespace",
-	"l3fwd":  "sink: the harness's XDP counter on the link of a third namespace, behind the forwarder's second port",
+	// The hairpin's forwarder sends back on the link it receives on.
+	"hairpin": "generator's link: the harness's XDP counter on the link the generator sends from, which the forwarder's frames come back on",
+	"l3fwd":   "sink: the harness's XDP counter on the link of a third namespace, behind the forwarder's second port",
 }
 
 // runMode sets up mode's topology once and measures its cases on it, and
@@ -462,7 +465,9 @@ func runMode(ctx context.Context, c *config, mode string, impls []impl, cbin, sb
 	}()
 	var b bed
 	switch mode {
-	case "txonly", "rxdrop":
+	case "txonly", "rxdrop", "hairpin":
+		// hairpin: generator (a) -> forwarder (bns) -> back on the same
+		// pair, counted on the generator's end.
 		a, err := newNS(&cl)
 		if err != nil {
 			return nil, err
@@ -510,10 +515,16 @@ func runMode(ctx context.Context, c *config, mode string, impls []impl, cbin, sb
 		if b.p2 != nil {
 			at = b.p2.B
 		}
+		if mode == "hairpin" {
+			at = b.p1.A
+		}
 		if b.count, err = newCounter(at.NS, at.Name); err != nil {
 			return nil, err
 		}
 		cl.add(b.count.Close)
+	}
+	if mode == "hairpin" {
+		b.back = b.count
 	}
 	if mode == "fwd" && sbin != "" {
 		if b.back, err = newCounter(b.p1.A.NS, b.p1.A.Name); err != nil {
@@ -681,13 +692,18 @@ func once(ctx context.Context, b *bed, xc xdpCase, im impl, cbin string, secs, g
 		run.Raw, run.Frames, run.Sent, run.Own = raw, n1-n0, uint64(num(m, "frames")), uint64(num(m, "frames"))
 		run.Seconds, run.Mallocs = num(m, "seconds"), uint64(num(m, "mallocs"))
 		run.Prog, run.CPUs = p.usage().sub(p0), cpuDelta(c0, c1)
-	case "rxdrop", "fwd", "l3fwd":
+	case "rxdrop", "fwd", "l3fwd", "hairpin":
 		var args []string
 		var rxNS *vethns.NS
 		dst := b.p1.B.IPv4.Addr()
-		if xc.mode == "rxdrop" {
+		switch xc.mode {
+		case "rxdrop":
 			rxNS, args = b.p1.B.NS, []string{"-m", "rxdrop", "-i", b.p1.B.Name, "-q", "0", "-d", strconv.Itoa(secs + 10)}
-		} else {
+		case "hairpin":
+			// fwd with -o equal to -i: one socket, back to the generator.
+			rxNS, args = b.p1.B.NS, []string{"-m", "fwd", "-i", b.p1.B.Name, "-o", b.p1.B.Name,
+				"--dst-mac", b.p1.A.MAC.String(), "-d", strconv.Itoa(secs + 10)}
+		default:
 			rxNS, args = b.p1.B.NS, []string{"-m", "fwd", "-i", b.p1.B.Name, "-o", b.p2.A.Name,
 				"--dst-mac", b.p2.B.MAC.String(), "-d", strconv.Itoa(secs + 10)}
 			if xc.mode == "l3fwd" {

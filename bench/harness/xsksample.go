@@ -34,13 +34,15 @@ type SampleRuns struct {
 var sampleCountedAt = map[string]string{
 	"txonly": "sink: the harness's XDP counter on the peer",
 	"rxdrop": "receiver: the sample's own rx count (checked against the generator's completions)",
-	"l2fwd":  "return link: the harness's XDP counter on the generator's link (hairpin: the sample sends back on the link it receives on)",
+	"l2fwd":  "the harness's XDP counter on the generator's link (hairpin: the sample sends back on the link it receives on)",
 }
 
 // sampleOf is the sample's counterpart of an AF_XDP case, if it has one:
 // txonly beside the "ring" strategy (which keeps the ring full and kicks
 // when the kernel asks, as the sample does), rxdrop without NAPI
-// deferral, l2fwd (a hairpin) beside fwd.
+// deferral, l2fwd (a hairpin) beside the hairpin at the maximum rate and
+// beside fwd at the fixed offered rates (CPU per packet, where the
+// hairpin has no rows).
 func sampleOf(xc xdpCase) (xdpCase, bool) {
 	sx := xdpCase{size: xc.size, rate: xc.rate}
 	switch {
@@ -48,7 +50,7 @@ func sampleOf(xc xdpCase) (xdpCase, bool) {
 		sx.mode = "txonly"
 	case xc.mode == "rxdrop" && !xc.napi:
 		sx.mode = "rxdrop"
-	case xc.mode == "fwd":
+	case xc.mode == "hairpin" || (xc.mode == "fwd" && xc.rate > 0):
 		sx.mode = "l2fwd"
 	default:
 		return sx, false
@@ -398,11 +400,11 @@ func writeSample(b *strings.Builder, xdp []XDPCase) {
 		return
 	}
 	b.WriteString("\n### The AF_XDP sample program shape: xsksample (xdpsock's modes and defaults)\n\n")
-	b.WriteString("bench/c/xsksample.c follows xdpsock's loops and defaults on libxdp: native XDP, copy mode, batch 64, Fill ring 4096, all 4096 frames in turn; a busy loop at the maximum rate, poll(2) at the fixed rates. Its runs alternate with the C reference's and xdpkit's on the same links and are counted at the same points; l2fwd is a hairpin (back on the link it receives on, counted on the generator's link) beside fwd (out of a second link); txonly beside the ring strategy. Mpps: median (min-max) of the runs; CPU: CPU-s per million packets of the measured program, median.\n\n")
+	b.WriteString("bench/c/xsksample.c follows xdpsock's loops and defaults on libxdp: native XDP, copy mode, batch 64, Fill ring 4096, all 4096 frames in turn; a busy loop at the maximum rate, poll(2) at the fixed rates. Its runs alternate with the C reference's and xdpkit's on the same links and are counted at the same points; l2fwd is a hairpin (back on the link it receives on, counted on the generator's link) beside the C reference's and xdpkit's hairpin at the maximum rate, and beside fwd (out of a second link) at the fixed rates; txonly beside the ring strategy. Mpps: median (min-max) of the runs; CPU: CPU-s per million packets of the measured program, median.\n\n")
 	b.WriteString("| case | xsksample | C reference | xdpkit | C/xsksample | xdpkit/xsksample | CPU xsksample | CPU C | CPU xdpkit |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
 		x := r.Sample
-		sx, _ := sampleOf(xdpCase{mode: r.Mode, size: r.Size, rate: r.Rate, strategy: r.Strategy, napi: r.NAPIDeferral})
+		sx := xdpCase{mode: x.Mode, size: r.Size, rate: r.Rate}
 		cref, gref, cratio, gratio, ccpu, gcpu := "-", "-", "-", "-", "-", "-"
 		if len(r.C) > 0 {
 			lo, hi := mppsRange(r.C)

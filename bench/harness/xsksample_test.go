@@ -66,6 +66,8 @@ func TestSampleOf(t *testing.T) {
 		{xdpCase{mode: "rxdrop", size: 64, rate: 300_000}, "rxdrop 64 B at 300 kpps"},
 		{xdpCase{mode: "rxdrop", size: 64, rate: 300_000, napi: true}, ""},
 		{xdpCase{mode: "fwd", size: 64, rate: 1_000_000}, "l2fwd 64 B at 1 Mpps"},
+		{xdpCase{mode: "fwd", size: 64}, ""}, // the hairpin has l2fwd at the maximum rate
+		{xdpCase{mode: "hairpin", size: 1500}, "l2fwd 1500 B"},
 		{xdpCase{mode: "l3fwd", size: 64}, ""},
 	} {
 		sx, ok := sampleOf(tc.xc)
@@ -84,9 +86,9 @@ func TestSampleOf(t *testing.T) {
 
 func TestSampleReport(t *testing.T) {
 	xdp := []XDPCase{
-		{Mode: "fwd", Size: 64, C: []XDPRun{{Mpps: 0.4}}, Go: []XDPRun{{Mpps: 0.5}, {Mpps: 0.7}}, CMedian: 0.4, GoMedian: 0.6,
+		{Mode: "hairpin", Size: 64, C: []XDPRun{{Mpps: 0.4}}, Go: []XDPRun{{Mpps: 0.5}, {Mpps: 0.7}}, CMedian: 0.4, GoMedian: 0.6,
 			Sample: &SampleRuns{Mode: "l2fwd", Runs: []XDPRun{{Mpps: 0.5}, {Mpps: 1}}, Sum: RunSummary{Mpps: 0.5}}},
-		{Mode: "fwd", Size: 1500, CMedian: 9, GoMedian: 9},
+		{Mode: "hairpin", Size: 1500, CMedian: 9, GoMedian: 9},
 	}
 	var b strings.Builder
 	writeSample(&b, xdp)

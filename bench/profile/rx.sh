@@ -8,6 +8,7 @@
 #
 #	bench/profile/rx.sh xdpkit rxdrop '100 kpps with NAPI'
 #	bench/profile/rx.sh c fwd 'fwd 64 B$'
+#	bench/profile/rx.sh xdpkit hairpin 'hairpin 1500 B'
 #	GOARGS=--thread=false bench/profile/rx.sh xdpkit rxdrop '300 kpps with NAPI'
 #
 # GOARGS, if set, goes to the harness's -goargs (xdpkitbench's flags; the
@@ -16,9 +17,9 @@
 # Samples count on-CPU time; compare the shares, and the totals of two
 # runs only as roughly as the host's noise allows.
 set -euo pipefail
-impl=${1:?impl: c or xdpkit} mode=${2:?mode: rxdrop, fwd or l3fwd} match=${3:?case name regexp}
+impl=${1:?impl: c or xdpkit} mode=${2:?mode: rxdrop, fwd, hairpin or l3fwd} match=${3:?case name regexp}
 case $impl in c) prog=xdpbench ;; xdpkit) prog=xdpkitbench ;; *) echo "impl: c or xdpkit" >&2; exit 2 ;; esac
-case $mode in rxdrop) m=rxdrop ;; fwd | l3fwd) m=fwd ;; *) echo "mode: rxdrop, fwd or l3fwd" >&2; exit 2 ;; esac
+case $mode in rxdrop) m=rxdrop ;; fwd | hairpin | l3fwd) m=fwd ;; *) echo "mode: rxdrop, fwd, hairpin or l3fwd" >&2; exit 2 ;; esac
 command -v perf >/dev/null || { echo "perf is not installed (apt-get install linux-perf)" >&2; exit 1; }
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d /tmp/xdpkit-profile.XXXXXX)
@@ -60,4 +61,4 @@ awk '{n=$2
 	t+=n}
 	END {if (t == 0) exit 1
 	printf "samples %d: kernel %.1f%%, Go runtime %.1f%%, clock reads %.1f%%, program %.1f%%\n", t, 100*k/t, 100*r/t, 100*c/t, 100*u/t}' "$out/syms"
-head -25 "$out/syms"
+head -${TOP:-25} "$out/syms"

@@ -35,6 +35,11 @@
 //	        warmer in its cache (less softirq time per packet there), at
 //	        the price of less slack while the forwarder is not running
 //	        (Fill ring empty: drops).
+//	        With -o equal to -i and --out-queue equal to -q it is a
+//	        hairpin, as xdpfwd on one interface: one socket with RX and TX
+//	        rings, each received frame put on the same socket's TX ring
+//	        (no copy), the same rewrite (with the sender's MAC as
+//	        --dst-mac, the addresses swapped); "hairpin" in the JSON line.
 //
 // --thread (rxdrop, fwd) sets rxpath.Config.Thread: while packets flow the
 // Poller sleeps in ppoll on its own thread, as xdpbench sleeps in poll(2),

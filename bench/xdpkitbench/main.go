@@ -148,7 +148,7 @@ func parseArgs(args []string) {
 	}
 	str(&o.mode, "m", "mode", "txonly", "txonly | gen | rxdrop | fwd")
 	str(&o.ifname, "i", "iface", "", "interface (fwd: the receiving one)")
-	str(&o.outIfname, "o", "out-iface", "", "fwd: the transmitting interface")
+	str(&o.outIfname, "o", "out-iface", "", "fwd: the transmitting interface (-i, and --out-queue -q: a hairpin through one socket on that queue)")
 	num(&o.queue, "q", "queue", 0, "queue of -i")
 	num(&o.outQueue, "", "out-queue", 0, "fwd: queue of -o")
 	num(&o.size, "s", "size", 64, "txonly: frame bytes incl. Ethernet header")
@@ -237,6 +237,12 @@ func parseArgs(args []string) {
 	case o.fillFrames < 0 || o.fillFrames > min(o.ring, o.frames):
 		die("--fill-frames %d: want 0..%d (the ring and the UMEM's frames)", o.fillFrames, min(o.ring, o.frames))
 	}
+}
+
+// hairpin: fwd sends out of the queue it receives on (-o equal to -i,
+// --out-queue to -q), through one socket.
+func hairpin() bool {
+	return o.mode == "fwd" && o.outIfname == o.ifname && o.outQueue == o.queue
 }
 
 // pin binds every thread of the process to cpu (threads created later
@@ -745,15 +751,24 @@ func runRX(fwd bool) {
 	if !fwd && o.busyPoll > 0 {
 		sc.PreferBusyPoll, sc.BusyPollTimeout, sc.BusyPollBudget = true, 20*time.Microsecond, o.busyPoll
 	}
+	hp := fwd && hairpin()
+	if hp {
+		// One socket with both rings: a received frame goes from its RX
+		// ring to its own TX ring, as xdpfwd's does on one interface.
+		sc = socketConfig(false, false)
+	}
 	in, err := xsk.New(o.ifname, o.queue, u, sc)
 	if err != nil {
 		die("socket on %s queue %d: %v", o.ifname, o.queue, err)
 	}
 	r := &receiver{batch: o.batch, l3: o.l3}
 	if fwd {
-		r.out, err = xsk.New(o.outIfname, o.outQueue, u, socketConfig(true, false))
-		if err != nil {
-			die("socket on %s queue %d (shared UMEM): %v", o.outIfname, o.outQueue, err)
+		r.out = in
+		if !hp {
+			r.out, err = xsk.New(o.outIfname, o.outQueue, u, socketConfig(true, false))
+			if err != nil {
+				die("socket on %s queue %d (shared UMEM): %v", o.outIfname, o.outQueue, err)
+			}
 		}
 		r.u = u
 		copy(r.hdr[:6], o.dstMAC)
@@ -824,8 +839,10 @@ func runRX(fwd bool) {
 		die("stats: %v", err)
 	}
 	kicks := in.Counters().KicksRX + in.Counters().KicksTX
-	if fwd {
+	kicksAgain := in.Counters().KicksAgain
+	if fwd && !hp {
 		kicks += r.out.Counters().KicksTX
+		kicksAgain += r.out.Counters().KicksAgain
 	}
 	seconds := time.Duration(r.last - r.first)
 	// What ended the run: a signal, the frame count or the duration.
@@ -839,10 +856,10 @@ func runRX(fwd bool) {
 	var b strings.Builder
 	fmt.Fprintf(&b, `{"mode":%q,"impl":"xdpkit","frames":%d,"seconds":%.6f,"mpps":%.4f,"rx_dropped":%d,"rx_ring_full":%d,`+
 		`"fill_empty":%d,"rx_invalid_descs":%d,"wall_seconds":%.6f,"iface":%q,"queue":%d,"batch":%d,"ring":%d,`+
-		`"frame_size":%d,"kicks":%d,"mallocs":%d,"mallocs_frames":%d,"ended":%q`,
+		`"frame_size":%d,"kicks":%d,"kicks_again":%d,"mallocs":%d,"mallocs_frames":%d,"ended":%q`,
 		o.mode, r.frames, seconds.Seconds(), mpps(r.frames, seconds), st.RXDropped, st.RXRingFull,
 		st.RXFillRingEmptyDesc, st.RXInvalidDescs, wall.Seconds(), o.ifname, o.queue, o.batch, o.ring,
-		o.frameSize, kicks, allocs, allocFrames, ended)
+		o.frameSize, kicks, kicksAgain, allocs, allocFrames, ended)
 	if ps, err := p.Stats(); err == nil {
 		// How the poller's rounds went: rounds that used their whole
 		// budget mean the RX ring held a backlog.
@@ -854,8 +871,8 @@ func runRX(fwd bool) {
 		if fill == 0 {
 			fill = min(o.ring, o.frames) // rxpath's default for one socket on the UMEM
 		}
-		fmt.Fprintf(&b, `,"out_iface":%q,"tx_budget":%d,"no_tx_budget":%v,"tx_completed":%d,"tx_full":%d,"l3":%v,"not_routed":%d,"syscalls":%d,"wakeups":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d,"spins":%d,"sleep_cpu_ns":%d,"spin_limit_ns":%d,"fill_frames":%d`,
-			o.outIfname, r.out.Features().TXBudget, r.out.Features().NoTXBudget, r.completed, r.txFull, o.l3, r.notRouted, ps.Syscalls, ps.Wakeups, ps.Naps, ps.NapsEmpty, ps.NapTime.Nanoseconds(), ps.Spins, ps.SleepCPU.Nanoseconds(), ps.SpinLimit.Nanoseconds(), fill)
+		fmt.Fprintf(&b, `,"out_iface":%q,"tx_budget":%d,"no_tx_budget":%v,"tx_completed":%d,"tx_full":%d,"l3":%v,"not_routed":%d,"syscalls":%d,"wakeups":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d,"spins":%d,"sleep_cpu_ns":%d,"spin_limit_ns":%d,"fill_frames":%d,"hairpin":%v`,
+			o.outIfname, r.out.Features().TXBudget, r.out.Features().NoTXBudget, r.completed, r.txFull, o.l3, r.notRouted, ps.Syscalls, ps.Wakeups, ps.Naps, ps.NapsEmpty, ps.NapTime.Nanoseconds(), ps.Spins, ps.SleepCPU.Nanoseconds(), ps.SpinLimit.Nanoseconds(), fill, hp)
 	} else {
 		ps, _ := p.Stats() // rounds, full_rounds and sleeps are above
 		fmt.Fprintf(&b, `,"spins":%d,"preempted":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d,"nap_cost_ns":%d,"wakeups":%d,"syscalls":%d,"sleep_cost_ns":%d,"expected_gap_ns":%d,"sleep_cpu_ns":%d,"spin_limit_ns":%d`,
@@ -871,7 +888,7 @@ func runRX(fwd bool) {
 	if err := prog.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "xdpkitbench: detach: %v\n", err)
 	}
-	if fwd {
+	if fwd && !hp {
 		if err := r.out.Close(); err != nil {
 			fmt.Fprintf(os.Stderr, "xdpkitbench: close: %v\n", err)
 		}

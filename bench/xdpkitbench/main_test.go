@@ -69,6 +69,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"-m", "rxdrop", "-i", "lo", "-f", "3000"}, "2048 or 4096"},
 		{[]string{"-m", "rxdrop", "-i", "lo", "-b", "4096"}, "larger than the rings"},
 		{[]string{"-m", "fwd", "-i", "lo", "--dst-mac", "02:00:00:00:00:01"}, "needs -o"},
+		{[]string{"-m", "fwd", "-i", "lo", "-o", "lo"}, "needs --dst-mac"}, // a hairpin rewrites as fwd does
 		{[]string{"-m", "rxdrop", "-i", "lo", "--fill-frames", "512"}, "only for fwd"},
 		{[]string{"-m", "rxdrop", "-i", "lo", "--tx-budget", "64"}, "rxdrop has no TX ring"},
 		{[]string{"-m", "rxdrop", "-i", "lo", "--napi-defer", "2"}, "go together"},
