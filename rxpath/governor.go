@@ -121,8 +121,7 @@ func (g *governor) napTimer() time.Duration {
 	return min(nap, g.budget)
 }
 
-// roundStart is told of a round about to begin at now, when the loop read
-// the clock for it.
+// roundStart is told of a round about to begin at now (a clock reading).
 func (g *governor) roundStart(now time.Duration) {
 	if g.spun && now-g.prevRound > preemptedAfter*g.sleepCost {
 		// Descheduled while polling an empty ring: another task wants
@@ -276,18 +275,14 @@ func (g *governor) arrived(now time.Duration) {
 }
 
 // napNow decides, after an empty round begun at now, whether to nap:
-// with Config.IdleRounds 0 and Config.Coalesce not negative, while
-// packets flow (the expected gap to the next arrival plus its mean
-// deviation, and the silence since the last packet, shorter than a nap
-// lasts), naps end on time (NapTime within napOverrun times the timer,
-// or the delay budget, plus two wake-ups) and, unless Config.Coalesce is
-// explicit, a nap costs less CPU than it lasts (NapCost < NapTime, both
-// measured while running).
-// Then a nap is cheaper per packet than polling through the gaps (which
-// costs the gap itself in CPU: a nap of length T costs NapCost for the
-// T/gap packets it gathers) and than sleeping until the next packet
-// (whose wake-up the sending CPU pays for, and which gathers only the
-// packets of one wake-up's latency).
+// with a delay budget, Config.IdleRounds 0 and Config.Coalesce not
+// negative, while packets flow (the expected gap to the next arrival
+// plus its mean deviation, and the silence since the last packet,
+// shorter than a nap lasts), naps end on time (NapTime within napOverrun
+// times the timer, or the budget, plus two wake-ups) and, unless
+// Coalesce is explicit, a nap costs less CPU than it lasts (NapCost <
+// NapTime, both measured while running): a nap of length T costs
+// NapCost for the T/gap packets it gathers.
 func (g *governor) napNow(now time.Duration) bool {
 	if !g.adaptive() || g.coalesce < 0 || g.napSpec.Value.Nano() <= 0 {
 		return false
@@ -393,16 +388,6 @@ func (g *governor) keepPolling(now time.Duration, idle int) bool {
 	}
 	return now >= g.calmUntil && now-g.lastPkt < g.spinLimit && now-g.awakeSince < dutySpin*g.sleepCost
 }
-
-// dutySpin: the duty rule. A stream whose gaps are all within the spin
-// limit would keep the poller polling without end, a whole CPU however
-// few packets the gaps hold. After dutySpin SleepCosts awake, the poller
-// sleeps at the next empty round instead: the sleep costs a sleep's CPU
-// and saves the polling of its wake-up, about a SleepCost, and the
-// packets that arrive meanwhile, about one in dutySpin+1 of such a
-// stream, wait for that wake-up. The others are taken as they arrive,
-// so the median wait stays that of a poller that never sleeps.
-const dutySpin = 3
 
 // A round that begins more than preemptedAfter sleep costs after an empty
 // round the poller polled again means the scheduler ran something else
