@@ -127,10 +127,11 @@ type Config struct {
 	// lateness, about a SleepCost) later. A larger budget gathers more
 	// packets per wake-up and costs less CPU per packet (make bench's
 	// latency rows measure both). 0, the default, is no budget: the
-	// poller never chooses to let a packet wait (unless Coalesce is set,
-	// which is then the budget); it polls through short gaps and sleeps
-	// until a socket is readable through long ones, as a C receiver in
-	// poll(2) does. Negative never naps, whatever Coalesce says. MaxDelay
+	// poller never naps (unless Coalesce is set, which is then the
+	// budget); it polls through short gaps and sleeps until a socket is
+	// readable through long ones (and once in a while through a steady
+	// stream of short ones: the duty rule), so a packet waits at most a
+	// sleep's wake-up, as for a C receiver in poll(2). Negative never naps, whatever Coalesce says. MaxDelay
 	// does not bound what the kernel adds (NAPI deferral, a busy CPU),
 	// nor a sleep: a sleeping Poller is woken by the first packet, a
 	// wake-up later.

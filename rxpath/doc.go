@@ -36,11 +36,16 @@
 //     gaps within a burst and one sleep for the long gap between two.
 //     The duty rule bounds what a stream whose gaps all fall within the
 //     limit costs: without it the poller would poll a whole CPU however
-//     few packets the gaps hold. After 3 SleepCosts awake it sleeps at
-//     the next empty round; the packets of that sleep's wake-up, about a
-//     quarter of such a stream, wait for it, the rest are taken as they
-//     arrive, and the poller's CPU falls (the table below shows by how
-//     much on the paced traces).
+//     few packets the gaps hold. After 3 SleepCosts awake (or 3 times its
+//     last sleep, if that lasted longer) it sleeps at the next empty
+//     round; the packets of that sleep's wake-up, about a quarter of such
+//     a stream, wait for it, the rest are taken as they arrive, and the
+//     poller's CPU falls (the table below: against the receiver that
+//     polls 64 empty rounds first, which never sleeps on the paced
+//     300 kpps and 1 Mpps traces). The spin rule dates an arrival after a
+//     sleep one SleepCost before the wake-up: where wake-ups come later
+//     than that, idle periods look longer than they were and the poller
+//     sleeps more, for less CPU and up to a wake-up of delay.
 //   - Nap, only within a delay budget (Config.MaxDelay, or an explicit
 //     Config.Coalesce; the default has none and never naps): sleep for
 //     Config.Coalesce (default 4 SleepCosts) cut to the budget, on a
@@ -134,17 +139,17 @@
 //	| paced 100 kpps | MaxDelay 4 SleepCosts | 0.96 | 49.8 | 99.1 | 100.8 | 995 | 1 | 0 |
 //	| paced 100 kpps | sleep when empty | 2.76 | 10.0 | 20.0 | 20.0 | 0 | 3334 | 0 |
 //	| paced 100 kpps | 64 empty rounds, then sleep | 4.04 | 10.0 | 20.0 | 20.0 | 0 | 3334 | 213376 |
-//	| paced 300 kpps | default | 2.71 | 0.0 | 20.0 | 20.4 | 0 | 1248 | 1137077 |
+//	| paced 300 kpps | default | 2.81 | 0.0 | 20.0 | 20.4 | 0 | 1203 | 1192487 |
 //	| paced 300 kpps | MaxDelay 1 SleepCost | 0.80 | 19.7 | 39.7 | 40.9 | 2453 | 1 | 0 |
 //	| paced 300 kpps | MaxDelay 4 SleepCosts | 0.35 | 49.3 | 99.2 | 100.8 | 985 | 1 | 0 |
 //	| paced 300 kpps | sleep when empty | 1.21 | 10.0 | 20.0 | 20.0 | 0 | 4288 | 0 |
 //	| paced 300 kpps | 64 empty rounds, then sleep | 3.33 | 0.0 | 0.1 | 0.1 | 0 | 1 | 1611727 |
-//	| paced 1 Mpps | default | 0.84 | 0.0 | 20.0 | 20.4 | 0 | 1283 | 1063521 |
+//	| paced 1 Mpps | default | 0.85 | 0.0 | 20.0 | 20.4 | 0 | 1278 | 1083800 |
 //	| paced 1 Mpps | MaxDelay 1 SleepCost | 0.27 | 18.9 | 39.7 | 40.9 | 2362 | 1 | 0 |
 //	| paced 1 Mpps | MaxDelay 4 SleepCosts | 0.14 | 47.4 | 99.0 | 100.5 | 949 | 1 | 0 |
 //	| paced 1 Mpps | sleep when empty | 0.42 | 10.0 | 20.0 | 20.0 | 0 | 4547 | 0 |
 //	| paced 1 Mpps | 64 empty rounds, then sleep | 1.00 | 0.0 | 0.1 | 0.1 | 0 | 1 | 1483385 |
-//	| Poisson 300 kpps | default | 2.71 | 0.0 | 20.0 | 20.4 | 0 | 1303 | 1127662 |
+//	| Poisson 300 kpps | default | 2.76 | 0.0 | 20.0 | 20.4 | 0 | 1180 | 1169128 |
 //	| Poisson 300 kpps | MaxDelay 1 SleepCost | 0.80 | 19.7 | 39.7 | 40.8 | 2453 | 1 | 0 |
 //	| Poisson 300 kpps | MaxDelay 4 SleepCosts | 0.35 | 49.3 | 99.0 | 100.8 | 985 | 1 | 0 |
 //	| Poisson 300 kpps | sleep when empty | 1.21 | 11.4 | 20.0 | 20.0 | 0 | 4256 | 0 |
@@ -154,12 +159,12 @@
 //	| bursts of 32, 100 µs apart | MaxDelay 4 SleepCosts | 0.33 | 48.3 | 97.3 | 99.4 | 983 | 1 | 0 |
 //	| bursts of 32, 100 µs apart | sleep when empty | 0.30 | 18.5 | 20.0 | 20.0 | 0 | 1000 | 0 |
 //	| bursts of 32, 100 µs apart | 64 empty rounds, then sleep | 0.42 | 18.5 | 20.0 | 20.0 | 0 | 1000 | 64000 |
-//	| on/off: 1 ms at 1 Mpps, 4 ms off | default | 0.81 | 0.0 | 20.0 | 20.4 | 0 | 307 | 196708 |
+//	| on/off: 1 ms at 1 Mpps, 4 ms off | default | 0.85 | 0.0 | 20.0 | 20.4 | 0 | 261 | 215398 |
 //	| on/off: 1 ms at 1 Mpps, 4 ms off | MaxDelay 1 SleepCost | 0.29 | 18.0 | 39.6 | 40.8 | 466 | 69 | 180 |
 //	| on/off: 1 ms at 1 Mpps, 4 ms off | MaxDelay 4 SleepCosts | 0.17 | 45.5 | 99.0 | 100.8 | 208 | 68 | 180 |
 //	| on/off: 1 ms at 1 Mpps, 4 ms off | sleep when empty | 0.43 | 10.0 | 20.0 | 20.0 | 0 | 921 | 0 |
 //	| on/off: 1 ms at 1 Mpps, 4 ms off | 64 empty rounds, then sleep | 0.99 | 0.0 | 10.0 | 20.0 | 0 | 20 | 291430 |
-//	| 300 kpps for 20 ms, then 1 s idle | default | 2.62 | 0.0 | 20.0 | 20.4 | 0 | 288 | 213617 |
+//	| 300 kpps for 20 ms, then 1 s idle | default | 2.71 | 0.0 | 20.0 | 20.4 | 0 | 280 | 224174 |
 //	| 300 kpps for 20 ms, then 1 s idle | MaxDelay 1 SleepCost | 0.80 | 19.7 | 39.7 | 40.9 | 492 | 1 | 0 |
 //	| 300 kpps for 20 ms, then 1 s idle | MaxDelay 4 SleepCosts | 0.35 | 49.4 | 99.2 | 100.8 | 198 | 1 | 0 |
 //	| 300 kpps for 20 ms, then 1 s idle | sleep when empty | 1.21 | 10.0 | 20.0 | 20.0 | 0 | 859 | 0 |
@@ -167,9 +172,12 @@
 //
 // With a wake-up as late as a nap's, any nap adds to the wait of the
 // receiver that sleeps whenever its ring is empty: the budget sets how
-// much, and buys CPU with it. The simulator reproduces the direction of
-// make bench's latency rows, not their figures: real wake-ups vary, and
-// a C receiver's cost less than the Go runtime's.
+// much, and buys CPU with it. The simulator's senders do not react to
+// the receiver; on veth the sending CPU also runs the receiver's XDP
+// program and copy, and pays for every wake-up of a sleeping receiver, so
+// make bench's paced sender sends in longer or shorter bursts depending
+// on how the receiver waits, and its latency rows move between runs more
+// than the simulator's figures suggest.
 //
 // # Delivery: copy or lend
 //

@@ -41,7 +41,7 @@ type governor struct {
 	n govCounters
 
 	sleepCost time.Duration   // SleepCost(), read at Run's start
-	budget    time.Duration   // the delay budget (MaxDelay or its default), set with the timer
+	budget    time.Duration   // the delay budget (MaxDelay, or an explicit Coalesce; 0: none), set with the timer
 	napSpec   unix.ItimerSpec // the nap's timer
 
 	lastPkt   time.Duration // when the last round that took packets began
@@ -61,6 +61,7 @@ type governor struct {
 	// the first after one.
 	awakeSince time.Duration
 	rested     bool
+	sleepLen   time.Duration // how long the last sleep a socket ended lasted (at most sleepWallMax SleepCosts)
 	// The spin rule (see spin.go): the idle periods seen, the limit they
 	// gave, and the CPU time of a sleep (the least of the last
 	// len(sleepCPUs) samples; 0: none yet). sleptAt is the start of the
@@ -90,7 +91,7 @@ func (g *governor) start(sleepCost time.Duration) {
 	g.sleepCost = sleepCost
 	g.lastPkt = 0
 	g.gap, g.dev, g.prevRound, g.spun, g.calmUntil, g.lastEmpty, g.wokeAt, g.sleptAt = 0, 0, 0, false, 0, false, 0, 0
-	g.nappedAt, g.probeAt, g.awakeSince, g.rested = 0, 0, 0, false
+	g.nappedAt, g.probeAt, g.awakeSince, g.rested, g.sleepLen = 0, 0, 0, false, 0
 	nap := g.napTimer()
 	g.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(max(nap, 0)))}
 	if g.napLen == 0 || g.napLen > g.napOverrunAt() {
@@ -232,6 +233,7 @@ func (g *governor) sleepEnd(woke bool, now, cpu0 time.Duration) {
 		return
 	}
 	g.wokeAt = now
+	g.sleepLen = min(now-g.sleptAt, sleepWallMax*g.sleepCost)
 	if cpu0 > 0 {
 		// A sleep that a socket ended: what it cost against polling.
 		g.n.clockReads++
@@ -329,9 +331,7 @@ const napProbeGap = 256
 // napOverrun times their timer, or more than the delay budget, plus two
 // wake-ups (SleepCost), are not taken, but to measure again: on a
 // contended CPU a nap can last many times its timer, a packet waits on
-// the ring meanwhile beyond the budget, and the ring overflows (make
-// bench's l3fwd 1500 B row shows it as loss; xdpkitbench --coalesce=-1ns
-// turns naps off to compare).
+// the ring meanwhile beyond the budget, and the ring overflows.
 const napOverrun = 4
 
 // napOverrunAt is the NapTime beyond which naps overrun (see napOverrun).
@@ -373,8 +373,8 @@ func (g *governor) adaptive() bool { return g.idleRounds == 0 && !g.spinning }
 // it polls only while no other task was found to want the CPU (see
 // preemptedAfter), the silence since the last packet is shorter than
 // the spin limit (see spin.go), and the poller has been awake (since
-// its last sleep or nap) for less than dutySpin SleepCosts: the duty
-// rule. Spin polls
+// its last sleep or nap) for less than dutySpin times the longer of a
+// SleepCost and the last sleep: the duty rule. Spin polls
 // IdleRounds (64 by default) rounds between maintenance passes; a positive
 // IdleRounds is a fixed count; a negative one sleeps at once.
 func (g *governor) keepPolling(now time.Duration, idle int) bool {
@@ -386,7 +386,7 @@ func (g *governor) keepPolling(now time.Duration, idle int) bool {
 	case r < 0:
 		return false
 	}
-	return now >= g.calmUntil && now-g.lastPkt < g.spinLimit && now-g.awakeSince < dutySpin*g.sleepCost
+	return now >= g.calmUntil && now-g.lastPkt < g.spinLimit && now-g.awakeSince < dutySpin*max(g.sleepCost, g.sleepLen)
 }
 
 // A round that begins more than preemptedAfter sleep costs after an empty

@@ -66,9 +66,11 @@ func (r simResult) perPacket() time.Duration {
 }
 
 // simulate runs the governor with cfg over arrivals (sorted) until end,
-// on a host where a nap's timer wakes the poller napLate late (simWake
-// on a quiet host; more where the CPU is contended).
-func simulate(tb testing.TB, cfg Config, arrivals []time.Duration, end, napLate time.Duration) simResult {
+// on a host where a nap's timer wakes the poller napLate late and a
+// packet wakes a sleeping poller sleepLate after it arrives (simWake,
+// one SleepCost, on a quiet host; more where the CPU is contended or
+// wake-ups are slower than SleepCost's lower quartile).
+func simulate(tb testing.TB, cfg Config, arrivals []time.Duration, end, napLate, sleepLate time.Duration) simResult {
 	tb.Helper()
 	var (
 		t, cpu time.Duration
@@ -144,7 +146,7 @@ func simulate(tb testing.TB, cfg Config, arrivals []time.Duration, end, napLate 
 			case !woke:
 				t = end // the stream stopped: asleep until the end
 			case g.blocked:
-				t = arrivals[next] + simWake
+				t = arrivals[next] + sleepLate
 			}
 			cpu += simSleepCPU
 			if woke {
@@ -251,8 +253,8 @@ const cRounds = 64
 // documentation's table shows both).
 func TestGovernorTraces(t *testing.T) {
 	for _, tr := range simTraces() {
-		ref := simulate(t, Config{IdleRounds: -1}, tr.arrivals, tr.end, simWake)
-		cref := simulate(t, Config{IdleRounds: cRounds}, tr.arrivals, tr.end, simWake)
+		ref := simulate(t, Config{IdleRounds: -1}, tr.arrivals, tr.end, simWake, simWake)
+		cref := simulate(t, Config{IdleRounds: cRounds}, tr.arrivals, tr.end, simWake, simWake)
 		for _, pc := range []struct {
 			cfg    Config
 			budget time.Duration
@@ -261,7 +263,7 @@ func TestGovernorTraces(t *testing.T) {
 			{Config{MaxDelay: simWake}, simWake},
 			{Config{MaxDelay: 4 * simWake}, 4 * simWake},
 		} {
-			r := simulate(t, pc.cfg, tr.arrivals, tr.end, simWake)
+			r := simulate(t, pc.cfg, tr.arrivals, tr.end, simWake, simWake)
 			name := fmt.Sprintf("%s, MaxDelay %v", tr.name, pc.cfg.MaxDelay)
 			if r.packets != len(tr.arrivals) {
 				t.Errorf("%s: took %d of %d packets", name, r.packets, len(tr.arrivals))
@@ -287,15 +289,38 @@ func TestGovernorTraces(t *testing.T) {
 					t.Errorf("%s: p50 wait %v, not shorter than a receiver that polls %d empty rounds before it sleeps (%v), for %v CPU per packet against its %v",
 						name, r.p50, cRounds, cref.p50, r.perPacket(), cref.perPacket())
 				}
-				if !poisson && r.perPacket() > cref.perPacket() {
-					t.Errorf("%s: %v CPU per packet, more than a receiver that polls %d empty rounds before it sleeps (%v)", name, r.perPacket(), cRounds, cref.perPacket())
+				// At most nine tenths: the duty rule's saving where the
+				// C receiver polls through every gap.
+				if !poisson && r.perPacket() > cref.perPacket()*9/10 {
+					t.Errorf("%s: %v CPU per packet, more than 9/10 of a receiver that polls %d empty rounds before it sleeps (%v)", name, r.perPacket(), cRounds, cref.perPacket())
 				}
-				if r.p50 > cref.p50+slack {
+				if r.p50 > cref.p50+2*simPoll {
 					t.Errorf("%s: p50 wait %v, more than a receiver that polls %d empty rounds before it sleeps (%v)", name, r.p50, cRounds, cref.p50)
 				}
 			}
 			if tail := 4*simSleepCPU + 2*simWake; r.tailCPU > tail {
 				t.Errorf("%s: %v of CPU after the last packet, more than %v", name, r.tailCPU, tail)
+			}
+		}
+	}
+}
+
+// TestGovernorLateWakes: where a packet wakes a sleeping poller later
+// than a SleepCost (SleepCost is a lower quartile), the spin rule, which
+// dates an arrival one SleepCost before the wake-up, sees the idle
+// periods that ended in sleeps as longer than they were and sleeps
+// more: the default then costs less CPU than a receiver that polls 64
+// empty rounds before it sleeps, and its packets wait up to a wake-up,
+// no longer (the package documentation says so).
+func TestGovernorLateWakes(t *testing.T) {
+	for _, tr := range simTraces()[1:3] { // paced 300 kpps and 1 Mpps
+		for _, late := range []time.Duration{2 * simWake, 4 * simWake} {
+			cref := simulate(t, Config{IdleRounds: cRounds}, tr.arrivals, tr.end, simWake, late)
+			r := simulate(t, Config{}, tr.arrivals, tr.end, simWake, late)
+			slack := simBudget*simPacket + 2*simPoll
+			if r.max > late+slack || r.perPacket() > cref.perPacket() {
+				t.Errorf("%s, wake-ups %v late: max wait %v and %v CPU per packet, against %v with %d empty rounds before a sleep",
+					tr.name, late, r.max, r.perPacket(), cref.perPacket(), cRounds)
 			}
 		}
 	}
@@ -315,7 +340,7 @@ func TestGovernorLateNaps(t *testing.T) {
 			{Config{MaxDelay: simWake}, simWake},
 			{Config{MaxDelay: 4 * simWake}, 4 * simWake},
 		} {
-			r := simulate(t, pc.cfg, tr.arrivals, tr.end, late)
+			r := simulate(t, pc.cfg, tr.arrivals, tr.end, late, simWake)
 			if limit := pc.budget + 2*simWake + simBudget*simPacket; r.p99 > limit {
 				t.Errorf("%s, MaxDelay %v, naps %v late: p99 wait %v, more than the budget %v and two wake-ups %v (%d naps, %d sleeps)",
 					tr.name, pc.cfg.MaxDelay, late, r.p99, pc.budget, 2*simWake, r.naps, r.sleeps)
@@ -346,7 +371,7 @@ func TestGovernorTable(t *testing.T) {
 	fmt.Fprintf(&b, "| trace | policy | CPU µs/packet | p50 µs | p99 µs | max µs | naps | sleeps | spins |\n|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, tr := range simTraces() {
 		for _, pc := range simPolicies {
-			r := simulate(t, pc.cfg, tr.arrivals, tr.end, simWake)
+			r := simulate(t, pc.cfg, tr.arrivals, tr.end, simWake, simWake)
 			fmt.Fprintf(&b, "| %s | %s | %.2f | %.1f | %.1f | %.1f | %d | %d | %d |\n", tr.name, pc.name,
 				float64(r.perPacket())/1e3, float64(r.p50)/1e3, float64(r.p99)/1e3, float64(r.max)/1e3, r.naps, r.sleeps, r.spins)
 		}

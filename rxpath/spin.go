@@ -166,10 +166,12 @@ func (g *governor) sleptFor(c, w time.Duration) {
 
 // dutySpin: the duty rule. A stream whose gaps are all within the spin
 // limit would keep the poller polling without end, a whole CPU however
-// few packets the gaps hold. After dutySpin SleepCosts awake, the poller
-// sleeps at the next empty round instead: the sleep costs a sleep's CPU
-// and saves the polling of its wake-up, about a SleepCost, and the
-// packets that arrive meanwhile, about one in dutySpin+1 of such a
-// stream, wait for that wake-up. The others are taken as they arrive,
-// so the median wait stays that of a poller that never sleeps.
+// few packets the gaps hold. After dutySpin times the longer of a
+// SleepCost and its last sleep awake, the poller sleeps at the next
+// empty round instead: the sleep costs a sleep's CPU and saves the
+// polling of its wake-up, and the packets that arrive meanwhile, about
+// one in dutySpin+1 of such a stream however late wake-ups come (the
+// last sleep sets the period), wait for that wake-up. The others are
+// taken as they arrive: the median packet of a steady stream waits no
+// longer than with a poller that never sleeps.
 const dutySpin = 3

@@ -41,7 +41,8 @@ type Stats struct {
 	FillStarved   uint64 // refills that found no frame to put on an empty Fill ring
 	// SleepCost is how long a sleep in the Go runtime's poller and its
 	// wake-up take on this host (SleepCost), as of the last Run: it sets
-	// the default nap. ExpectedGap is the poller's current estimate of
+	// the duty rule's period and, with a delay budget, the nap's default
+	// timer. ExpectedGap is the poller's current estimate of
 	// the wait for the next packet, which the nap rule weighs.
 	SleepCost   time.Duration
 	ExpectedGap time.Duration
@@ -72,7 +73,8 @@ type Stats struct {
 	// kernel's timer slack and wake-up), NapCost the CPU time one costs
 	// (a biased-low moving average over every 16th nap, read on the
 	// process's CPU clock: other busy threads of the process count too).
-	// With Config.IdleRounds 0 the poller naps after an empty round while
+	// With Config.IdleRounds 0 and a delay budget (Config.MaxDelay, or an
+	// explicit Config.Coalesce) the poller naps after an empty round while
 	// ExpectedGap and the silence since the last packet are shorter than
 	// NapTime and, unless Config.Coalesce is set explicitly, NapCost is
 	// less than NapTime; see Config.Coalesce.

@@ -213,11 +213,13 @@ var sleepCost struct {
 // clamp keep a measurement taken while the host is busy from making a
 // Poller's naps long. It is measured once per process, on first use (a
 // Poller's first Run), which takes about half a millisecond, and cached.
-// It is a latency, not CPU time: a Poller with Config.IdleRounds 0 naps
-// for one of it by default (the delay budget), dates an arrival that woke it from a sleep that
-// blocked one SleepCost before the wake-up, and never polls an empty ring again for longer
-// than this (Stats.SpinLimit; what a sleep costs in CPU is
-// Stats.SleepCPU).
+// It is a latency, not CPU time: a Poller with Config.IdleRounds 0
+// dates an arrival that woke it from a sleep that blocked one SleepCost
+// before the wake-up, never polls an empty ring again for longer than
+// this (Stats.SpinLimit; what a sleep costs in CPU is Stats.SleepCPU),
+// sleeps after 3 of it (or 3 of its last sleeps, if longer) awake (the
+// duty rule) and, with a delay budget, naps for 4 of it by default, cut
+// to the budget.
 func SleepCost() time.Duration {
 	sleepCost.once.Do(func() {
 		d, err := measureSleep(calSamples, calSleep)

@@ -68,13 +68,14 @@
 // 2.4, link type 1 = Ethernet; then a 16-byte record header per packet:
 // seconds, nanoseconds, captured length, original length).
 //
-// The receive poller does not choose to let a packet wait by default: it
-// polls through short gaps and sleeps until the socket is readable through
-// long ones. -max-delay sets a delay budget (rxpath.Config.MaxDelay):
-// within it the poller naps while packets flow (rxpath.Config.Coalesce, by
-// default 4 of the host's measured sleep costs, cut to the budget), for
-// fewer wake-ups and less CPU per packet at moderate rates, and a packet
-// may wait up to a nap on the ring. -coalesce sets the nap's timer (alone,
+// The receive poller never naps by default: it polls through short gaps
+// and sleeps until the socket is readable through long ones, so a packet
+// waits at most a sleep's wake-up, as for a C receiver in poll(2).
+// -max-delay sets a delay budget (rxpath.Config.MaxDelay): within it the
+// poller naps while packets flow (rxpath.Config.Coalesce, by default 4 of
+// the host's measured sleep costs, cut to the budget), for fewer wake-ups
+// and less CPU per packet at moderate rates, and a packet may wait up to a
+// nap on the ring. -coalesce sets the nap's timer (alone,
 // it is its own budget; with a negative -max-delay it is refused; naps are
 // still skipped while they overrun on a contended CPU); -coalesce -1ns or
 // a negative -max-delay never naps.

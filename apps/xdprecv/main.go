@@ -65,7 +65,7 @@ func main() {
 	fs.IntVar(&c.ring, "ring", 4096, "RX and Fill ring size (power of two)")
 	fs.StringVar(&c.xdpMode, "xdp-mode", "auto", "XDP attach mode: auto, native or generic")
 	fs.BoolVar(&c.quiet, "quiet", false, "no status line per second")
-	fs.DurationVar(&c.maxDelay, "max-delay", 0, "the most a packet may wait on the RX ring by the receive poller's choice (rxpath.Config.MaxDelay): the poller naps while packets flow, no longer than this; 0 (default) or negative: no naps")
+	fs.DurationVar(&c.maxDelay, "max-delay", 0, "the most a packet may wait on the RX ring by the receive poller's choice (rxpath.Config.MaxDelay): the poller naps while packets flow, no longer than this; 0 (default): no naps unless -coalesce is set; negative: never")
 	fs.DurationVar(&c.coalesce, "coalesce", 0, "the receive poller's nap timer while packets flow (rxpath.Config.Coalesce): alone it is its own budget; 0 its default (4 sleep costs, cut to -max-delay), negative never nap")
 	fs.BoolVar(&c.thread, "thread", false, "while packets flow, the receive poller sleeps in ppoll on its own thread instead of in the Go runtime's poller (rxpath.Config.Thread): less CPU per wake-up, a thread and a P held meanwhile")
 	fs.IntVar(&c.napiDefer, "napi-defer", -1, "while xdprecv runs, the interface's napi_defer_hard_irqs (xsk.SetNAPIDeferral; with -napi-gro-flush): the kernel hands the RX ring batches, one wake-up each (-1: leave it)")
