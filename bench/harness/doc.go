@@ -116,11 +116,11 @@
 // and frame size, xdpkit and C), copy.png (GB/s by copy size for each copy
 // method, hot and cold), nt-calibration.json and summary.md (the tables
 // that README.md shows). It prints the tables and the elapsed time.
-// -quick runs every case once, briefly (for CI). -modes and -match pick
-// AF_XDP rows, -impl one implementation, -bin keeps the built programs
+// -quick runs every case once, briefly (for CI). -modes picks AF_XDP
+// modes, -match AF_XDP and latency cases by name, -impl one implementation, -bin keeps the built programs
 // (for perf report), -nice runs both programs at another nice level,
 // -goargs passes extra arguments to xdpkitbench as the measured receiver
-// or forwarder (e.g. --coalesce=-1ns, not with -readme); a run narrowed
+// or forwarder (e.g. --max-delay=100us, not with -readme); a run narrowed
 // by -only, -modes, -match or -impl, or with -goargs, does not touch the
 // history. -render measures nothing and writes summary.md
 // (and -readme) again from results.json. Run as root:

@@ -96,7 +96,7 @@ func main() {
 	flag.StringVar(&c.bin, "bin", "", "build the benchmark programs into this directory and keep them (default: a temporary one), e.g. for perf report")
 	flag.IntVar(&niceness, "nice", 0, "run the AF_XDP programs (both implementations) at this nice level, e.g. -10 on a machine shared with other work")
 	flag.StringVar(&onlyImpl, "impl", "", "run only this implementation of the AF_XDP cases (c, xdpkit or xsksample), e.g. to profile it; default all")
-	goargs := flag.String("goargs", "", "extra arguments (space-separated) for xdpkitbench as the measured receiver or forwarder, e.g. --coalesce=-1ns; a run with them is not kept in history.jsonl")
+	goargs := flag.String("goargs", "", "extra arguments (space-separated) for xdpkitbench as the measured receiver or forwarder, e.g. --max-delay=100us; a run with them is not kept in history.jsonl")
 	render := flag.Bool("render", false, "measure nothing: write summary.md (and -readme) again from -out's results.json and history.jsonl, e.g. after a change to the report")
 	flag.BoolVar(&c.pin, "pin", true, "pin the generator/peer to CPU 0 and the measured program to CPU 1")
 	flag.Parse()

@@ -184,7 +184,7 @@ var onlyImpl string
 var xdpkitArgs = []string{"--thread"}
 
 // goArgs is -goargs: extra arguments for xdpkitbench as the measured
-// receiver or forwarder (rxdrop, fwd, l3fwd), e.g. --coalesce=-1ns.
+// receiver or forwarder (rxdrop, fwd, hairpin, l3fwd), e.g. --max-delay=100us.
 var goArgs []string
 
 // niceness is -nice: the scheduling priority of the benchmark programs

@@ -167,10 +167,15 @@ func TestHairpin(t *testing.T) {
 			}
 			close(stop)
 			f := fwd()
-			time.Sleep(200 * time.Millisecond) // the last frames on the way back
+			sent := num(f, "tx_completed")
+			// The last frames on the way back (bounded).
+			for dl := time.Now().Add(5 * time.Second); time.Now().Before(dl); time.Sleep(20 * time.Millisecond) {
+				if ok, bad, _ := capt.counts(); float64(ok+bad) >= sent {
+					break
+				}
+			}
 			capt.stopFn()
 			ok, bad, first := capt.counts()
-			sent := num(f, "tx_completed")
 			t.Logf("%s hairpin: received %v, completed %v; back on the generator's link: %d swapped, %d not (first: % x)",
 				name, num(f, "frames"), sent, ok, bad, first)
 			if f["hairpin"] != true || num(f, "frames") == 0 || sent == 0 {

@@ -178,7 +178,7 @@ func parseArgs(args []string) {
 	num(&o.idleRounds, "", "idle-rounds", 0, "rxdrop: rxpath.Config.IdleRounds (0: the poller's default)")
 	num(&o.busyPoll, "", "busy-poll", 0, "rxdrop: busy-poll with this budget (xsk PreferBusyPoll, rxpath BusyPoll; 0: off)")
 	fs.BoolVar(&o.prefetch, "prefetch", false, "fwd: rxpath.Config.Prefetch, read the first byte of every packet of a batch before forwarding the first")
-	fs.DurationVar(&o.maxDelay, "max-delay", 0, "rxdrop, fwd: rxpath.Config.MaxDelay, the most a packet may wait on the ring by the poller's choice (0, the default, or negative: no naps; positive: nap within it while packets flow)")
+	fs.DurationVar(&o.maxDelay, "max-delay", 0, "rxdrop, fwd: rxpath.Config.MaxDelay, the most a packet may wait on the ring by the poller's choice (0, the default: no naps unless --coalesce is set; negative: never; positive: nap within it while packets flow)")
 	fs.DurationVar(&o.coalesce, "coalesce", 0, "rxdrop, fwd: rxpath.Config.Coalesce, the poller's nap while packets flow (0: its default; negative: never nap)")
 	num(&o.napiDefer, "", "napi-defer", -1, "rxdrop: set napi_defer_hard_irqs of -i's NAPIs for the run (xsk.SetNAPIDeferral; -1: leave; with --napi-gro-flush)")
 	fs.DurationVar(&o.napiFlush, "napi-gro-flush", -1, "rxdrop: set gro_flush_timeout of -i's NAPIs for the run (-1: leave; with --napi-defer)")
@@ -869,7 +869,13 @@ func runRX(fwd bool) {
 		ps, _ := p.Stats() // rounds, full_rounds and sleeps are above
 		fill := o.fillFrames
 		if fill == 0 {
-			fill = min(o.ring, o.frames) // rxpath's default for one socket on the UMEM
+			// rxpath's default: the ring's size, but no more than half
+			// of a UMEM its socket also sends from (a hairpin's).
+			share := o.frames
+			if hp {
+				share /= 2
+			}
+			fill = min(o.ring, share)
 		}
 		fmt.Fprintf(&b, `,"out_iface":%q,"tx_budget":%d,"no_tx_budget":%v,"tx_completed":%d,"tx_full":%d,"l3":%v,"not_routed":%d,"syscalls":%d,"wakeups":%d,"naps":%d,"naps_empty":%d,"nap_time_ns":%d,"spins":%d,"sleep_cpu_ns":%d,"spin_limit_ns":%d,"fill_frames":%d,"hairpin":%v`,
 			o.outIfname, r.out.Features().TXBudget, r.out.Features().NoTXBudget, r.completed, r.txFull, o.l3, r.notRouted, ps.Syscalls, ps.Wakeups, ps.Naps, ps.NapsEmpty, ps.NapTime.Nanoseconds(), ps.Spins, ps.SleepCPU.Nanoseconds(), ps.SpinLimit.Nanoseconds(), fill, hp)
