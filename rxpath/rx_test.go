@@ -228,13 +228,37 @@ func TestIdle(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	perWake := (cpuTime() - cw0) / 20
+	// Idle, the poller adds its few wake-ups and system calls to what
+	// the process costs without it: each may take a few of the sleeps and
+	// wake-ups measured above, and the process's own idle cost may double
+	// on a noisy host. A poller that polled while idle would take a good
+	// part of a CPU.
+	allow := func(base time.Duration, st0, st1 rxpath.Stats) time.Duration {
+		wakes := (st1.Sleeps - st0.Sleeps) + (st1.Syscalls - st0.Syscalls)
+		return 2*base + time.Duration(wakes)*4*perWake + 2*time.Millisecond
+	}
 	stop := b.run(rxpath.HandlerFunc(func(p *rxpath.Packet) {})) // returns once Run sleeps
-	runtime.GC()
-	st0 := b.stats(t)
-	c0, w0 := cpuTime(), time.Now()
-	time.Sleep(2 * time.Second)
-	c1, w1 := cpuTime(), time.Now()
-	st1 := b.stats(t)
+	// The poller's window is taken up to three times, and the one that
+	// cost least counts: what else runs in the process or on an emulated
+	// machine only adds CPU to a window, while a poller that polled while
+	// idle would cost a good part of a CPU in every one.
+	var c0, c1 time.Duration
+	var w0, w1 time.Time
+	var st0, st1 rxpath.Stats
+	for try := 0; try < 3; try++ {
+		runtime.GC()
+		s0 := b.stats(t)
+		a0, v0 := cpuTime(), time.Now()
+		time.Sleep(2 * time.Second)
+		a1, v1 := cpuTime(), time.Now()
+		s1 := b.stats(t)
+		if try == 0 || a1-a0 < c1-c0 {
+			c0, c1, w0, w1, st0, st1 = a0, a1, v0, v1, s0, s1
+		}
+		if c1-c0 <= allow(base, st0, st1) {
+			break
+		}
+	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -249,12 +273,7 @@ func TestIdle(t *testing.T) {
 	wakes := (st1.Sleeps - st0.Sleeps) + (st1.Syscalls - st0.Syscalls)
 	t.Logf("idle for %v: %v of CPU (%.3f%%), without a poller %v in %v, %v per sleep and wake-up; rounds %d, sleeps %d, syscalls %d", wall, cpu, 100*share,
 		base, baseWall, perWake, st1.Rounds-st0.Rounds, st1.Sleeps-st0.Sleeps, st1.Syscalls-st0.Syscalls)
-	// Idle, the poller adds its few wake-ups and system calls to what
-	// the process costs without it: each may take a few of the sleeps and
-	// wake-ups measured above, and the process's own idle cost may double
-	// on a noisy host. A poller that polled while idle would take a good
-	// part of a CPU.
-	if allow := 2*base + time.Duration(wakes)*4*perWake + 2*time.Millisecond; cpu > allow {
+	if allow := allow(base, st0, st1); cpu > allow {
 		t.Errorf("idle poller: %v of CPU in %v, want at most %v (%v without a poller, %d wake-ups and system calls)", cpu, wall, allow, base, wakes)
 	}
 	// One getsockopt(SO_ERROR) per 500 ms quiet interval (closedWait),
