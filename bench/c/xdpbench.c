@@ -26,7 +26,14 @@
  *             strategy instead: after each batch, kick until the kernel took
  *             it (bounded, reaping in between). --rate PPS paces the sender
  *             to PPS frames per second (sleeping when ahead), for fixed
- *             offered loads.
+ *             offered loads; --busy polls the clock instead of sleeping,
+ *             so that frames leave on time, in batches of one while the
+ *             sender keeps up. --stamp writes xdpgen -timestamp's payload
+ *             (the magic "XKT1", the send time in CLOCK_TAI ns 16 bytes
+ *             further, the UDP checksum updated) into every frame of a
+ *             batch just before it is submitted: what an rxdrop --latency
+ *             receiver then measures excludes the sender's own queue,
+ *             but for the frames ahead in the same batch.
  *     gen     the same as txonly (kept as a name for "traffic generator").
  *             The frames are valid UDP/IPv4 with correct IPv4 and UDP
  *             checksums, so the peer may be a normal kernel stack (use its
@@ -156,6 +163,12 @@
 #define UDP_HLEN_ 8
 #define MIN_FRAME (ETH_HLEN_ + IP_HLEN_ + UDP_HLEN_)
 
+/* xdpgen -timestamp's payload (apps/internal/payload): the magic "XKT1"
+ * at the start of the UDP payload, the send time (CLOCK_TAI ns,
+ * big-endian) 16 bytes further. */
+#define STAMP_OFF (ETH_HLEN_ + IP_HLEN_ + UDP_HLEN_)
+#define STAMP_END (STAMP_OFF + 16 + 8)
+
 enum mode { M_TXONLY, M_GEN, M_SINK, M_RXDROP, M_FWD };
 static const char *const mode_names[] = { "txonly", "gen", "sink", "rxdrop", "fwd" };
 
@@ -179,6 +192,8 @@ static struct opts {
 	uint32_t tx_budget;  /* 0: leave the kernel's default */
 	uint64_t rate;       /* txonly: frames per second, 0: as fast as possible */
 	bool drain;          /* txonly: txpath.Sender's strategy (kick until each batch is taken) */
+	bool stamp;          /* txonly: xdpgen -timestamp's payload, stamped as each batch is submitted */
+	bool busy;           /* txonly --rate: wait for the next frame's time by reading the clock */
 	bool latency;        /* rxdrop: one-way delay from xdpgen -timestamp's stamps */
 	bool spin;           /* rxdrop: never sleep in poll(2) */
 	bool l3;             /* fwd: route (TTL decrement, checksum update) before the MAC rewrite */
@@ -367,6 +382,10 @@ static void usage(FILE *f)
 		"      --tx-budget N   set XDP_MAX_TX_SKB_BUDGET to N (Linux 6.15)\n"
 		"      --rate PPS      txonly: pace to PPS frames per second (0: no pacing)\n"
 		"      --drain         txonly: kick after each batch until the kernel took it\n"
+		"      --stamp         txonly: the payload xdpgen -timestamp sends (magic XKT1, send\n"
+		"                      time CLOCK_TAI), stamped as each batch is submitted (-s >= 66)\n"
+		"      --busy          txonly --rate: poll the clock for the next frame's time\n"
+		"                      instead of sleeping (one CPU, exact pacing, small batches)\n"
 		"                      (xdpkit txpath.Sender's strategy), not only on need_wakeup\n"
 		"      --l3            fwd: parse, decrement the TTL (checksum updated), drop what\n"
 		"                      must not be routed, then rewrite the MACs\n"
@@ -385,7 +404,7 @@ static void usage(FILE *f)
 enum {
 	OPT_OUT_QUEUE = 256, OPT_NO_WAKEUP, OPT_TX_BUDGET, OPT_SRC_MAC, OPT_DST_MAC,
 	OPT_SRC_IP, OPT_DST_IP, OPT_SRC_PORT, OPT_DST_PORT, OPT_RATE, OPT_DRAIN, OPT_L3,
-	OPT_LATENCY, OPT_SPIN,
+	OPT_LATENCY, OPT_SPIN, OPT_STAMP, OPT_BUSY,
 };
 
 static void parse_args(int argc, char **argv)
@@ -416,6 +435,8 @@ static void parse_args(int argc, char **argv)
 		{ "dst-port", required_argument, NULL, OPT_DST_PORT },
 		{ "rate", required_argument, NULL, OPT_RATE },
 		{ "drain", no_argument, NULL, OPT_DRAIN },
+		{ "stamp", no_argument, NULL, OPT_STAMP },
+		{ "busy", no_argument, NULL, OPT_BUSY },
 		{ "l3", no_argument, NULL, OPT_L3 },
 		{ "latency", no_argument, NULL, OPT_LATENCY },
 		{ "spin", no_argument, NULL, OPT_SPIN },
@@ -464,6 +485,8 @@ static void parse_args(int argc, char **argv)
 		case OPT_DST_PORT: o.dst_port = (uint16_t)parse_uint("--dst-port", optarg, 0, 65535); break;
 		case OPT_RATE: o.rate = parse_uint("--rate", optarg, 0, 1000000000); break;
 		case OPT_DRAIN: o.drain = true; break;
+		case OPT_STAMP: o.stamp = true; break;
+		case OPT_BUSY: o.busy = true; break;
 		case OPT_L3: o.l3 = true; break;
 		case OPT_LATENCY: o.latency = true; break;
 		case OPT_SPIN: o.spin = true; break;
@@ -491,6 +514,12 @@ static void parse_args(int argc, char **argv)
 		die("-b %u is larger than the rings (-r %u)", o.batch, o.ring);
 	if (o.size > o.frame_size)
 		die("-s %u does not fit in a frame of %u bytes (-f)", o.size, o.frame_size);
+	if ((o.stamp || o.busy) && o.mode != M_TXONLY && o.mode != M_GEN)
+		die("--stamp and --busy are only for txonly");
+	if (o.stamp && o.size < STAMP_END)
+		die("--stamp needs -s %u or more (headers, the 16-byte header and the 8-byte stamp)", STAMP_END);
+	if (o.busy && !o.rate)
+		die("--busy needs --rate");
 }
 
 /* hairpin: fwd out of the queue it receives on, through one socket. */
@@ -985,6 +1014,10 @@ static void put16(uint8_t *p, uint16_t v)
 	p[1] = (uint8_t)v;
 }
 
+/* udp_sum0 is the UDP checksum's sum (pseudo-header included, not folded)
+ * of the packet build_packet writes, with a zero stamp under --stamp. */
+static uint32_t udp_sum0;
+
 /* build_packet writes an Ethernet + IPv4 + UDP frame of o.size bytes with
  * valid checksums into p. */
 static void build_packet(uint8_t *p, const uint8_t src_mac[6])
@@ -1013,9 +1046,28 @@ static void build_packet(uint8_t *p, const uint8_t src_mac[6])
 	put16(udp + 6, 0);
 	for (uint32_t i = UDP_HLEN_; i < ulen; i++)
 		udp[i] = (uint8_t)i;
+	if (o.stamp) {
+		memcpy(p + STAMP_OFF, "XKT1", 4);
+		memset(p + STAMP_OFF + 16, 0, 8);
+	}
 	sum = sum16(ip + 12, 8, 0) + 17 + ulen; /* pseudo-header */
-	c = fold(sum16(udp, ulen, sum));
+	udp_sum0 = sum16(udp, ulen, sum);
+	c = fold(udp_sum0);
 	put16(udp + 6, c ? c : 0xffff);
+}
+
+/* stamp_packet writes the send time t into a frame build_packet wrote and
+ * sets its UDP checksum for it: the template's sum plus the stamp's four
+ * 16-bit words (the template's stamp is zero). */
+static void stamp_packet(uint8_t *p, uint64_t t)
+{
+	uint8_t *st = p + STAMP_OFF + 16;
+	uint16_t c;
+
+	for (int i = 0; i < 8; i++)
+		st[i] = (uint8_t)(t >> (56 - 8 * i));
+	c = fold(sum16(st, 8, udp_sum0));
+	put16(p + ETH_HLEN_ + IP_HLEN_ + 6, c ? c : 0xffff);
 }
 
 /* ---- reporting ------------------------------------------------------------ */
@@ -1039,6 +1091,8 @@ static bool time_up(uint64_t now, uint64_t deadline)
 }
 
 /* ---- modes -------------------------------------------------------------- */
+
+static uint64_t tai_ns(void);
 
 static void run_txonly(void)
 {
@@ -1082,9 +1136,15 @@ static void run_txonly(void)
 			uint64_t due = (uint64_t)((double)(now - start) * (double)o.rate / 1e9) + 1;
 
 			if (due <= submitted) {
-				uint64_t at = start + (uint64_t)((double)(submitted + want) * 1e9 / (double)o.rate);
+				/* Sleeping waits for a whole batch; polling the clock
+				 * sends each frame when it is due. */
+				uint64_t ahead = o.busy ? 1 : want;
+				uint64_t at = start + (uint64_t)((double)(submitted + ahead) * 1e9 / (double)o.rate);
 
-				if (at > now) {
+				if (at > now && o.busy) {
+					while (now_ns() < at && !stop)
+						;
+				} else if (at > now) {
 					struct timespec ts = { (time_t)(at / 1000000000ULL), (long)(at % 1000000000ULL) };
 
 					clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
@@ -1096,12 +1156,15 @@ static void run_txonly(void)
 				want = (uint32_t)(due - submitted);
 		}
 		n = prod_free(&x->tx, want);
+		uint64_t t = n && o.stamp ? tai_ns() : 0;
 		for (uint32_t i = 0; i < n; i++) {
 			struct xdp_desc *d = desc_slot(&x->tx, x->tx.cached_prod + i);
 
 			d->addr = g.free[--g.nfree];
 			d->len = o.size;
 			d->options = 0;
+			if (o.stamp)
+				stamp_packet(g.area + d->addr, t);
 		}
 		if (n)
 			prod_submit(&x->tx, n);
@@ -1154,12 +1217,12 @@ static void run_txonly(void)
 	       "\"gbps\":%.4f,\"iface\":\"%s\",\"queue\":%u,\"size\":%u,\"batch\":%u,"
 	       "\"ring\":%u,\"frame_size\":%u,\"submitted\":%" PRIu64 ",\"kicks\":%" PRIu64
 	       ",\"kicks_again\":%" PRIu64 ",\"tx_budget\":%u,\"tx_invalid_descs\":%llu,"
-	       "\"tx_ring_empty_descs\":%llu,\"rate\":%" PRIu64 ",\"strategy\":\"%s\"}\n",
+	       "\"tx_ring_empty_descs\":%llu,\"rate\":%" PRIu64 ",\"strategy\":\"%s\",\"stamp\":%s,\"busy\":%s}\n",
 	       mode_names[o.mode], completed, secs(end - start), mpps(completed, end - start),
 	       mpps(completed, end - start) * o.size * 8 / 1e3, o.ifname, o.queue, o.size,
 	       o.batch, o.ring, o.frame_size, submitted, x->kicks, x->kicks_again, o.tx_budget,
 	       (unsigned long long)st.tx_invalid_descs, (unsigned long long)st.tx_ring_empty_descs,
-	       o.rate, o.drain ? "drain" : "ring");
+	       o.rate, o.drain ? "drain" : "ring", o.stamp ? "true" : "false", o.busy ? "true" : "false");
 }
 
 static void run_sink(void)
@@ -1232,7 +1295,6 @@ static void setup_rx_program(struct xsk *x)
 #define LAT_SUB 64
 #define LAT_EXP_MAX 36
 #define LAT_BUCKETS (LAT_SUB + (LAT_EXP_MAX - 5) * LAT_SUB)
-#define STAMP_OFF 42          /* Ethernet + IPv4 + UDP: the payload */
 #define STAMP_MAGIC 0x584b5431u /* "XKT1", payload.MagicStamped */
 
 static struct {

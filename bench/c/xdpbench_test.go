@@ -51,6 +51,10 @@ type result struct {
 	TXCompleted uint64  `json:"tx_completed"`
 	L3          bool    `json:"l3"`
 	NotRouted   uint64  `json:"not_routed"`
+	LatSamples  uint64  `json:"lat_samples"`
+	LatNegative uint64  `json:"lat_negative"`
+	LatP50      uint64  `json:"lat_p50_ns"`
+	LatMax      uint64  `json:"lat_max_ns"`
 }
 
 // build compiles xdpbench.c with build.sh (gcc -O2 -Wall -Wextra, plus
@@ -243,6 +247,9 @@ func TestFlags(t *testing.T) {
 		{[]string{"-m", "fwd", "-i", "lo", "-o", "lo"}, "needs --dst-mac"}, // a hairpin rewrites as fwd does
 		{[]string{"-m", "rxdrop", "-i", "xk-no-such-if"}, "xk-no-such-if"},
 		{[]string{"-m", "sink", "-i", "lo", "-d", "0"}, "-d"},
+		{[]string{"-m", "txonly", "-i", "lo", "--dst-mac", "02:00:00:00:00:01", "--stamp"}, "--stamp needs -s 66"},
+		{[]string{"-m", "txonly", "-i", "lo", "--dst-mac", "02:00:00:00:00:01", "--busy"}, "--busy needs --rate"},
+		{[]string{"-m", "rxdrop", "-i", "lo", "--stamp"}, "only for txonly"},
 	} {
 		out, err := exec.Command(bin, tc.args...).CombinedOutput()
 		var ee *exec.ExitError
@@ -306,6 +313,39 @@ func TestModes(t *testing.T) {
 			}
 		})
 	}
+
+	// --stamp writes xdpgen -timestamp's payload: the peer's kernel takes
+	// the frames as valid UDP (the checksum updated for each stamp), and
+	// rxdrop --latency, which reads the stamp as it reads xdpgen's, counts
+	// every frame it receives with a delay from the same clock.
+	t.Run("Stamp", func(t *testing.T) {
+		const n = 20000
+		for _, size := range []int{66, 101} {
+			p := pair(t)
+			before := counters(t, p.B.NS)
+			tx := run(t, p.A.NS, bin, genArgs(p.A, p.B, p.B.IPv4.Addr(), size, "-n", strconv.Itoa(n), "--rate", "100000", "--busy", "--stamp", "-d", "15")...)
+			after := counters(t, p.B.NS)
+			for dl := time.Now().Add(5 * time.Second); after["Udp:NoPorts"]-before["Udp:NoPorts"] < n && time.Now().Before(dl); after = counters(t, p.B.NS) {
+				time.Sleep(20 * time.Millisecond) // frames still in the peer's backlog
+			}
+			if tx.Frames != n {
+				t.Errorf("txonly --stamp sent %d frames, want %d", tx.Frames, n)
+			}
+			atLeast(t, "Udp:NoPorts", uint64(after["Udp:NoPorts"]-before["Udp:NoPorts"]), n*9/10)
+			if d := after["Udp:InCsumErrors"] - before["Udp:InCsumErrors"]; d != 0 {
+				t.Errorf("-s %d --stamp: Udp:InCsumErrors went up by %d", size, d)
+			}
+		}
+		p := pair(t)
+		rx := start(t, p.B.NS, bin, "-m", "rxdrop", "-i", p.B.Name, "-d", "15", "--latency")
+		rx.waitReady(t)
+		run(t, p.A.NS, bin, genArgs(p.A, p.B, p.B.IPv4.Addr(), 66, "-n", strconv.Itoa(n), "--rate", "100000", "--busy", "--stamp", "-d", "15")...)
+		r := stopAfter(t, rx)
+		atLeast(t, "stamped frames received", r.LatSamples, n*9/10)
+		if r.LatNegative != 0 || r.LatP50 == 0 || r.LatMax > uint64(time.Second) {
+			t.Errorf("rxdrop --latency of --stamp frames: %d negative, p50 %d ns, max %d ns; want none negative and delays under a second", r.LatNegative, r.LatP50, r.LatMax)
+		}
+	})
 
 	// --tx-budget raises how many frames one copy-mode sendto sends: with
 	// 64 instead of the kernel's 32, the same frames need fewer kicks.

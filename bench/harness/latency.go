@@ -12,8 +12,13 @@ import (
 	"github.com/xdpkit/xdpkit/test/vethns"
 )
 
-// The latency part: one paced sender, xdpgen -timestamp, writes the send
-// time (CLOCK_TAI ns) into every payload; each receiver in turn, on the
+// The latency part: one paced sender, the C reference's txonly with
+// --rate, --busy, --stamp and --drain, writes the send time (CLOCK_TAI
+// ns, in xdpgen -timestamp's payload) into every frame of a batch just
+// before it submits the batch, polls the clock for the next frame's time
+// rather than sleeping and kicks until the kernel took the batch, so that
+// frames leave on time, one per kick while it keeps up; each receiver in
+// turn, on the
 // rxdrop topology (one veth pair, the receiver pinned to the measured
 // CPU), keeps a histogram of the one-way delay to the moment its own code
 // sees the packet (CLOCK_TAI again) and prints p50, p99 and p99.9. The
@@ -92,6 +97,10 @@ var latReceivers = []struct {
 	{"c-spin", "C, spinning", true, []string{"--spin"}},
 	{"xdpkit", "xdpkit (rxpath.Poller, defaults)", false, nil},
 }
+
+// latSize is the stamped frames' length: headers, the 16-byte header and
+// the 8-byte stamp (xdpgen -timestamp's smallest).
+const latSize = 66
 
 // latRates are the fixed offered rates of the latency rows.
 var latRates = []int{100_000, 300_000, 1_000_000}
@@ -197,24 +206,6 @@ func (r *LatRecv) loss() float64 {
 	return median(v)
 }
 
-// parseGenSummary reads the frames completed and the rate from xdpgen's
-// output ("summary {json}").
-func parseGenSummary(out string) (sent uint64, mpps float64, err error) {
-	for _, line := range strings.Split(out, "\n") {
-		if rest, ok := strings.CutPrefix(line, "summary "); ok {
-			var s struct {
-				Completed uint64
-				Mpps      float64
-			}
-			if err := json.Unmarshal([]byte(rest), &s); err != nil {
-				return 0, 0, fmt.Errorf("xdpgen's summary: %w", err)
-			}
-			return s.Completed, s.Mpps, nil
-		}
-	}
-	return 0, 0, errors.New("xdpgen printed no summary line")
-}
-
 func (r *LatRecv) medFrames() float64 {
 	v := make([]float64, len(r.Runs))
 	for i, run := range r.Runs {
@@ -258,7 +249,7 @@ func writeLatency(b *strings.Builder, l *Latency, runs int) {
 	if l == nil || len(l.Cases) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "\n### One-way latency, %d B, paced sender (xdpgen -timestamp), %d runs per receiver, alternated\n\n", l.Size, runs)
+	fmt.Fprintf(b, "\n### One-way latency, %d B, paced sender (xdpbench --rate --busy --stamp --drain), %d runs per receiver, alternated\n\n", l.Size, runs)
 	b.WriteString("Delay from the sender's CLOCK_TAI stamp to the moment the receiver's code sees the packet (CLOCK_TAI, read once per batch), " +
 		"median over the runs with the range over the runs (the spread) in brackets; CPU is the receiver's on-CPU time per million packets " +
 		"over the sender's run; loss is the share of the frames the sender completed that the receiver did not count. The goal table judges xdpkit's p50, p99 and CPU against the C receiver sleeping in poll(2) at every rate " +
@@ -320,10 +311,6 @@ func runLatency(ctx context.Context, c *config, dir string) (_ *Latency, err err
 	if err != nil {
 		return nil, err
 	}
-	genbin, err := buildXdpgen(ctx, c, dir)
-	if err != nil {
-		return nil, err
-	}
 	var cl cleanups
 	defer func() {
 		if cerr := cl.run(); cerr != nil && err == nil {
@@ -346,7 +333,7 @@ func runLatency(ctx context.Context, c *config, dir string) (_ *Latency, err err
 	if c.pin {
 		gen, meas = c.genCPU, c.measCPU
 	}
-	l := &Latency{Size: 66} // xdpgen's default size with -timestamp: headers, 16 B header, 8 B stamp
+	l := &Latency{Size: latSize}
 	for _, lc := range latCases() {
 		if c.match != nil && !c.match.MatchString(lc.name()) {
 			continue
@@ -364,7 +351,7 @@ func runLatency(ctx context.Context, c *config, dir string) (_ *Latency, err err
 				if rc.c {
 					bin = cbin
 				}
-				run, err := latOnce(ctx, pair, lc, bin, rc.c, rc.args, genbin, c.seconds, gen, meas)
+				run, err := latOnce(ctx, pair, lc, bin, rc.c, rc.args, cbin, c.seconds, gen, meas)
 				if err != nil {
 					return l, fmt.Errorf("latency at %s (NAPI deferral %v), %s run %d: %w", rateName(lc.Rate), lc.NAPIDeferral, rc.name, r, err)
 				}
@@ -381,8 +368,8 @@ func runLatency(ctx context.Context, c *config, dir string) (_ *Latency, err err
 	return l, nil
 }
 
-// latOnce runs one receiver against the paced sender once.
-func latOnce(ctx context.Context, p *vethns.Pair, lc LatCase, bin string, isC bool, extra []string, genbin string, secs, gen, meas int) (LatRun, error) {
+// latOnce runs one receiver against the paced sender (cbin) once.
+func latOnce(ctx context.Context, p *vethns.Pair, lc LatCase, bin string, isC bool, extra []string, cbin string, secs, gen, meas int) (LatRun, error) {
 	var run LatRun
 	args := []string{"-m", "rxdrop", "-i", p.B.Name, "-q", "0", "-d", strconv.Itoa(secs + 10), "--latency"}
 	args = append(args, extra...)
@@ -405,12 +392,8 @@ func latOnce(ctx context.Context, p *vethns.Pair, lc LatCase, bin string, isC bo
 		}
 		defer restore()
 	}
-	// xdpgen says it is ready on stdout: the shell puts it on stderr,
-	// where start looks for the ready line.
-	g, err := start(ctx, p.A.NS, gen, "sh", "-c", `exec "$0" "$@" 1>&2`, genbin,
-		"-i", p.A.Name, "-q", "0", "-src", p.A.IPv4.Addr().String(), "-dst", p.B.IPv4.Addr().String(),
-		"-dst-mac", p.B.MAC.String(), "-rate", strconv.Itoa(lc.Rate), "-duration", fmt.Sprintf("%ds", secs),
-		"-timestamp", "-quiet")
+	gargs := append(genArgs(p.A, p.B, p.B.IPv4.Addr(), latSize, secs), "--rate", strconv.Itoa(lc.Rate), "--busy", "--stamp", "--drain")
+	g, err := start(ctx, p.A.NS, gen, cbin, gargs...)
 	if err != nil {
 		rx.kill()
 		return run, err
@@ -425,10 +408,10 @@ func latOnce(ctx context.Context, p *vethns.Pair, lc LatCase, bin string, isC bo
 		rx.kill()
 		return run, err
 	}
-	<-g.done
-	if g.err != nil {
+	gm, _, err := g.result()
+	if err != nil {
 		rx.kill()
-		return run, fmt.Errorf("sender: %v\n%s", g.err, g.stderrText())
+		return run, fmt.Errorf("sender: %w", err)
 	}
 	time.Sleep(50 * time.Millisecond) // frames in flight
 	p1, err := procCPU(rx.cmd.Process.Pid)
@@ -444,9 +427,7 @@ func latOnce(ctx context.Context, p *vethns.Pair, lc LatCase, bin string, isC bo
 	if run, err = parseLatLine([]byte(strings.TrimSpace(rx.stdout.String()))); err != nil {
 		return run, err
 	}
-	if run.Sent, run.OfferedMpps, err = parseGenSummary(g.stderrText()); err != nil {
-		return run, err
-	}
+	run.Sent, run.OfferedMpps = uint64(num(gm, "frames")), num(gm, "mpps")
 	run.CPU = p1.sub(p0).Total()
 	if run.Frames > 0 {
 		run.CPUPerM = run.CPU * 1e6 / float64(run.Frames)

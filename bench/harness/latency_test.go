@@ -24,17 +24,6 @@ func TestParseLatLine(t *testing.T) {
 	}
 }
 
-func TestParseGenSummary(t *testing.T) {
-	out := "xdpgen: ready: udp veth0 -> 198.18.0.2\nsummary {\"Iface\":\"veth0\",\"Sent\":600000,\"Completed\":599936,\"Mpps\":0.2999}\n"
-	sent, mpps, err := parseGenSummary(out)
-	if err != nil || sent != 599936 || mpps != 0.2999 {
-		t.Errorf("parseGenSummary: %d, %v, %v; want 599936, 0.2999, nil", sent, mpps, err)
-	}
-	if _, _, err := parseGenSummary("xdpgen: ready\n"); err == nil {
-		t.Error("output without a summary line was taken")
-	}
-}
-
 func latRuns(p50, p99, cpu []float64, frames uint64) []LatRun {
 	var rs []LatRun
 	for i := range p50 {
