@@ -19,9 +19,14 @@ import (
 //
 // The poller counts the idle periods it sees by length (spinHist) and, every
 // spinEvery'th period, takes for its limit the T, among 0 and the buckets'
-// bounds up to twice sleepCPU and no longer than a sleep's wake-up takes
+// bounds up to sleepCPU and no longer than a sleep's wake-up takes
 // (SleepCost: the bound of the rule before this one), that would have
-// cost those periods least.
+// cost those periods least. Up to sleepCPU, not beyond: the cost above
+// leaves out what a sleep saves after the arrival that ends it, when the
+// packets that come during its wake-up are taken in one round with no
+// idle periods between them, so it overstates a sleep's cost where
+// packets come closer together than a wake-up takes; the bound keeps
+// that error from making the poller poll gaps longer than a sleep costs.
 // Traffic that comes in bursts (a paced sender's batches) has short gaps
 // within a burst and long ones between bursts: the limit then covers the
 // former and the poller sleeps through the latter at once, about one
@@ -118,7 +123,7 @@ func (g *governor) idleEnded(arrival time.Duration) {
 		if s == 0 {
 			s = g.sleepCost // until a sample counted: the old rule's bound
 		}
-		g.spinLimit = g.spin.limit(s, min(2*s, g.sleepCost))
+		g.spinLimit = g.spin.limit(s, min(s, g.sleepCost))
 	}
 }
 

@@ -135,6 +135,14 @@ func TestSpinRule(t *testing.T) {
 	if p.spinLimit != 0 {
 		t.Errorf("SleepCost 1µs: limit %v, want 0 (1µs periods need a 2µs limit)", p.spinLimit)
 	}
+	// Nor longer than a sleep costs (SleepCPU): 5µs periods with 7µs
+	// sleeps would cost least polled through with an 8µs limit, by the
+	// rule's reckoning, which leaves out what a wake-up gathers.
+	p.spin, p.sleepCost, p.sleepCPU = spinHist{}, 50*us, 7*us
+	periods(spinEvery, 5*us, false)
+	if p.spinLimit != 0 {
+		t.Errorf("SleepCPU 7µs, periods of 5µs: limit %v, want 0 (the bounds up to 7µs: 4µs costs more than a sleep at once)", p.spinLimit)
+	}
 	for _, cfg := range []Config{{IdleRounds: -1}, {IdleRounds: 2}, {Spin: true}} {
 		q := testPoller(cfg, governor{spinLimit: time.Second})
 		if got := q.keepPolling(at+us, 3); got && !cfg.Spin {

@@ -62,7 +62,7 @@ type Stats struct {
 	// is shorter than SpinLimit; otherwise the poller sleeps. Every 64
 	// idle periods (from the first empty round after packets to the
 	// next packet) the poller sets it to the bound, among 0 and those of
-	// its histogram of those periods up to twice SleepCPU and to SleepCost,
+	// its histogram of those periods up to SleepCPU and to SleepCost,
 	// that would have cost the periods seen least CPU: a period within
 	// the limit costs its length, a longer one the limit plus SleepCPU.
 	// 0 until decided: sleep at once.
