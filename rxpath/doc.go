@@ -31,10 +31,10 @@
 //     period's length. The poller keeps a histogram of the idle periods
 //     it sees (from the first empty round after packets to the next
 //     packet) and, every 64 of them, takes for its limit the bound that
-//     would have cost them least, up to SleepCPU (the cost of a sleep
-//     leaves out the packets its wake-up gathers into one round, so
-//     polling no longer than a sleep costs) and never beyond SleepCost:
-//     a paced sender's bursts then cost a spin over the short
+//     would have cost them least, up to SleepCPU (that cost of a sleep
+//     leaves out the packets its wake-up gathers into one round, so the
+//     poller polls no longer than a sleep costs) and never beyond
+//     SleepCost: a paced sender's bursts then cost a spin over the short
 //     gaps within a burst and one sleep for the long gap between two.
 //     The duty rule bounds what a stream whose gaps all fall within the
 //     limit costs: without it the poller would poll a whole CPU however
@@ -176,10 +176,11 @@
 // receiver that sleeps whenever its ring is empty: the budget sets how
 // much, and buys CPU with it. The simulator's senders do not react to
 // the receiver; on veth the sending CPU also runs the receiver's XDP
-// program and copy, and pays for every wake-up of a sleeping receiver, so
-// make bench's paced sender sends in longer or shorter bursts depending
-// on how the receiver waits, and its latency rows move between runs more
-// than the simulator's figures suggest.
+// program and copy, and pays for every wake-up of a sleeping receiver.
+// make bench's paced sender keeps its pace while it keeps up, but a
+// receiver that sleeps more slows it, and it then catches up in batches:
+// its latency rows move between runs more than the simulator's figures
+// suggest.
 //
 // # Delivery: copy or lend
 //

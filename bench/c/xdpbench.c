@@ -18,7 +18,8 @@
  *   Modes (-m):
  *     txonly  AF_XDP transmit of UDP/IPv4 frames of -s bytes (Ethernet
  *             header included, FCS excluded) in batches of -b. Every UMEM
- *             frame holds the same packet, written once before the run.
+ *             frame holds the same packet, written once before the run
+ *             (but for the stamp, under --stamp).
  *             Completions are reaped in one batch per loop; sendto() kicks
  *             only when the TX ring holds unconsumed descriptors and the
  *             kernel set XDP_RING_NEED_WAKEUP on it (the ring stays as full
@@ -28,9 +29,10 @@
  *             to PPS frames per second (sleeping when ahead), for fixed
  *             offered loads; --busy polls the clock instead of sleeping,
  *             so that frames leave on time, in batches of one while the
- *             sender keeps up. --stamp writes xdpgen -timestamp's payload
- *             (the magic "XKT1", the send time in CLOCK_TAI ns 16 bytes
- *             further, the UDP checksum updated) into every frame of a
+ *             sender keeps up. --stamp writes the magic and stamp of
+ *             xdpgen -timestamp's payload ("XKT1", the send time in
+ *             CLOCK_TAI ns 16 bytes further; the rest of the payload is
+ *             not xdpgen's; the UDP checksum updated) into every frame of a
  *             batch just before it is submitted: what an rxdrop --latency
  *             receiver then measures excludes the sender's own queue,
  *             but for the frames ahead in the same batch.
@@ -69,8 +71,8 @@
  *   The loop busy-polls while traffic flows and falls back to poll(2)
  *   (1 ms timeout) after 64 idle rounds; rxdrop --spin never sleeps.
  *
- *   rxdrop --latency reads the send time that xdpgen -timestamp writes
- *   into each UDP/IPv4 payload (magic "XKT1" after the 16-byte header's
+ *   rxdrop --latency reads the send time that xdpgen -timestamp (or
+ *   txonly --stamp) writes into each UDP/IPv4 payload (magic "XKT1" after the 16-byte header's
  *   first 4 bytes, then big-endian CLOCK_TAI ns after the header) and
  *   keeps a histogram of the one-way delay to CLOCK_TAI taken once per
  *   received batch, when the loop sees the packets (log-linear buckets,
@@ -192,9 +194,9 @@ static struct opts {
 	uint32_t tx_budget;  /* 0: leave the kernel's default */
 	uint64_t rate;       /* txonly: frames per second, 0: as fast as possible */
 	bool drain;          /* txonly: txpath.Sender's strategy (kick until each batch is taken) */
-	bool stamp;          /* txonly: xdpgen -timestamp's payload, stamped as each batch is submitted */
+	bool stamp;          /* txonly: xdpgen -timestamp's magic and stamp, stamped as each batch is submitted */
 	bool busy;           /* txonly --rate: wait for the next frame's time by reading the clock */
-	bool latency;        /* rxdrop: one-way delay from xdpgen -timestamp's stamps */
+	bool latency;        /* rxdrop: one-way delay from xdpgen -timestamp's (or --stamp's) stamps */
 	bool spin;           /* rxdrop: never sleep in poll(2) */
 	bool l3;             /* fwd: route (TTL decrement, checksum update) before the MAC rewrite */
 	bool have_src_mac, have_dst_mac;
@@ -382,11 +384,11 @@ static void usage(FILE *f)
 		"      --tx-budget N   set XDP_MAX_TX_SKB_BUDGET to N (Linux 6.15)\n"
 		"      --rate PPS      txonly: pace to PPS frames per second (0: no pacing)\n"
 		"      --drain         txonly: kick after each batch until the kernel took it\n"
-		"      --stamp         txonly: the payload xdpgen -timestamp sends (magic XKT1, send\n"
-		"                      time CLOCK_TAI), stamped as each batch is submitted (-s >= 66)\n"
-		"      --busy          txonly --rate: poll the clock for the next frame's time\n"
-		"                      instead of sleeping (one CPU, exact pacing, small batches)\n"
 		"                      (xdpkit txpath.Sender's strategy), not only on need_wakeup\n"
+		"      --stamp         txonly: xdpgen -timestamp's magic (XKT1) and send time\n"
+		"                      (CLOCK_TAI), stamped as each batch is submitted (-s >= 66)\n"
+		"      --busy          txonly --rate: poll the clock for each frame's time instead\n"
+		"                      of sleeping (one CPU, exact pacing, one frame per batch)\n"
 		"      --l3            fwd: parse, decrement the TTL (checksum updated), drop what\n"
 		"                      must not be routed, then rewrite the MACs\n"
 		"      --src-mac MAC   txonly: source MAC (the interface's)\n"
@@ -395,7 +397,8 @@ static void usage(FILE *f)
 		"      --dst-ip A      txonly: destination IPv4 (198.18.0.2)\n"
 		"      --src-port P    txonly: UDP source port (12345)\n"
 		"      --dst-port P    txonly: UDP destination port (9)\n"
-		"      --latency       rxdrop: one-way delay of xdpgen -timestamp's packets (p50, p99, p99.9)\n"
+		"      --latency       rxdrop: one-way delay of stamped packets (xdpgen -timestamp,\n"
+		"                      txonly --stamp): p50, p99, p99.9\n"
 		"      --spin          rxdrop: never sleep in poll(2)\n"
 		"  -h, --help\n",
 		MAX_DURATION);
@@ -515,7 +518,7 @@ static void parse_args(int argc, char **argv)
 	if (o.size > o.frame_size)
 		die("-s %u does not fit in a frame of %u bytes (-f)", o.size, o.frame_size);
 	if ((o.stamp || o.busy) && o.mode != M_TXONLY && o.mode != M_GEN)
-		die("--stamp and --busy are only for txonly");
+		die("--stamp and --busy are only for txonly (gen)");
 	if (o.stamp && o.size < STAMP_END)
 		die("--stamp needs -s %u or more (headers, the 16-byte header and the 8-byte stamp)", STAMP_END);
 	if (o.busy && !o.rate)
@@ -1136,9 +1139,10 @@ static void run_txonly(void)
 			uint64_t due = (uint64_t)((double)(now - start) * (double)o.rate / 1e9) + 1;
 
 			if (due <= submitted) {
-				/* Sleeping waits for a whole batch; polling the clock
-				 * sends each frame when it is due. */
-				uint64_t ahead = o.busy ? 1 : want;
+				/* Frame k (from 0) is due at k/rate. Sleeping waits
+				 * for a whole batch; polling the clock sends each
+				 * frame when it is due. */
+				uint64_t ahead = o.busy ? 0 : want;
 				uint64_t at = start + (uint64_t)((double)(submitted + ahead) * 1e9 / (double)o.rate);
 
 				if (at > now && o.busy) {

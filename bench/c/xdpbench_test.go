@@ -347,6 +347,27 @@ func TestModes(t *testing.T) {
 		}
 	})
 
+	// --busy sends each frame when it is due, one per kick with --drain,
+	// at a rate the sender keeps up with (20 kpps: 50 µs a frame). A
+	// sender that another task delays catches up in batches, so the run
+	// is taken up to three times and one must kick for at least 3/4 of
+	// its frames (a sender that waits for two frames kicks for half).
+	t.Run("BusyPacing", func(t *testing.T) {
+		const n = 2000
+		p := pair(t)
+		var kicks []uint64
+		for range 3 {
+			tx := run(t, p.A.NS, bin, genArgs(p.A, p.B, p.B.IPv4.Addr(), 66, "-n", strconv.Itoa(n), "--rate", "20000", "--busy", "--stamp", "--drain", "-d", "15")...)
+			if tx.Frames != n {
+				t.Fatalf("txonly --busy sent %d frames, want %d", tx.Frames, n)
+			}
+			if kicks = append(kicks, tx.Kicks); tx.Kicks*4 >= n*3 {
+				return
+			}
+		}
+		t.Errorf("txonly --rate 20000 --busy --drain: kicks %v for %d frames in each of three runs; want at least 3/4 as many kicks as frames in one", kicks, n)
+	})
+
 	// --tx-budget raises how many frames one copy-mode sendto sends: with
 	// 64 instead of the kernel's 32, the same frames need fewer kicks.
 	t.Run("TXBudget", func(t *testing.T) {

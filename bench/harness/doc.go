@@ -105,6 +105,14 @@
 //     engine over a random source port, and pcap replay of a file of 1000
 //     64-byte frames, looped. No C counterpart: the table gives Mpps
 //     counted at the peer, per run and their median.
+//  6. One-way latency (latency.go, -only latency): the C reference's
+//     txonly paced by the clock (--rate R --busy --stamp --drain) stamps
+//     each frame with CLOCK_TAI as it submits it, one frame per kick
+//     while it keeps up; at 100 kpps, 300 kpps and 1 Mpps, with and
+//     without NAPI deferral, the C receiver in poll(2), the C receiver
+//     spinning and xdpkit's default Poller take turns and report p50,
+//     p99, p99.9 of the delay to when their code sees the packet, and
+//     their CPU per packet (docs/benchmarks.md).
 //
 // Every full run appends one line to history.jsonl (commit, date, CPU,
 // kernel, load average, the medians); the report ends with the spread

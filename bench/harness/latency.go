@@ -14,13 +14,12 @@ import (
 
 // The latency part: one paced sender, the C reference's txonly with
 // --rate, --busy, --stamp and --drain, writes the send time (CLOCK_TAI
-// ns, in xdpgen -timestamp's payload) into every frame of a batch just
-// before it submits the batch, polls the clock for the next frame's time
+// ns, where xdpgen -timestamp puts it) into every frame of a batch just
+// before it submits the batch, polls the clock for each frame's time
 // rather than sleeping and kicks until the kernel took the batch, so that
 // frames leave on time, one per kick while it keeps up; each receiver in
-// turn, on the
-// rxdrop topology (one veth pair, the receiver pinned to the measured
-// CPU), keeps a histogram of the one-way delay to the moment its own code
+// turn, on the rxdrop topology (one veth pair, the receiver pinned to the
+// measured CPU), keeps a histogram of the one-way delay to the moment its own code
 // sees the packet (CLOCK_TAI again) and prints p50, p99 and p99.9. The
 // harness reads the receiver's CPU time around the sender's run, as for
 // the rxdrop rows.
@@ -70,9 +69,12 @@ type LatRun struct {
 	Negative uint64 `json:"negative"`
 	Frames   uint64 `json:"frames"`
 	// Sent is the frames the sender's kernel completed, OfferedMpps its
-	// rate (xdpgen's summary line).
+	// rate, SenderKicks its sendto calls (fewer than Sent: it fell
+	// behind and sent frames in batches), all from the sender's JSON
+	// line.
 	Sent        uint64  `json:"sent"`
 	OfferedMpps float64 `json:"offered_mpps"`
+	SenderKicks uint64  `json:"sender_kicks"`
 	P50Us       float64 `json:"p50_us"`
 	P99Us       float64 `json:"p99_us"`
 	P999Us      float64 `json:"p999_us"`
@@ -427,7 +429,10 @@ func latOnce(ctx context.Context, p *vethns.Pair, lc LatCase, bin string, isC bo
 	if run, err = parseLatLine([]byte(strings.TrimSpace(rx.stdout.String()))); err != nil {
 		return run, err
 	}
-	run.Sent, run.OfferedMpps = uint64(num(gm, "frames")), num(gm, "mpps")
+	run.Sent, run.OfferedMpps, run.SenderKicks = uint64(num(gm, "frames")), num(gm, "mpps"), uint64(num(gm, "kicks"))
+	if run.Sent == 0 {
+		return run, fmt.Errorf("the sender completed no frames: %v", gm)
+	}
 	run.CPU = p1.sub(p0).Total()
 	if run.Frames > 0 {
 		run.CPUPerM = run.CPU * 1e6 / float64(run.Frames)

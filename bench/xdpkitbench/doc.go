@@ -46,7 +46,7 @@
 // instead of in the Go runtime's poller. make bench's harness passes it.
 //
 // --latency (rxdrop) measures the one-way delay of xdpgen -timestamp's
-// packets as xdpbench --latency does (latency.go): the send time in the
+// (or xdpbench --stamp's) packets as xdpbench --latency does (latency.go): the send time in the
 // payload against CLOCK_TAI read once per poll round, in a histogram
 // allocated before the run; the JSON line adds "lat_samples",
 // "lat_negative", "lat_p50_ns", "lat_p99_ns", "lat_p999_ns", "lat_max_ns"

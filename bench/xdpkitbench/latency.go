@@ -10,8 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rxdrop --latency: the one-way delay of xdpgen -timestamp's packets, as
-// xdpbench --latency measures it. A stamped UDP/IPv4 payload starts with
+// rxdrop --latency: the one-way delay of xdpgen -timestamp's (or xdpbench
+// --stamp's) packets, as xdpbench --latency measures it. A stamped UDP/IPv4 payload starts with
 // the magic "XKT1", and the send time (CLOCK_TAI ns, big-endian) follows
 // the payload's 16-byte header. The receive time is CLOCK_TAI read when
 // the handler sees the first packet of each batch the poller takes from
