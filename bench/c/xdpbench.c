@@ -72,8 +72,9 @@
  *   (1 ms timeout) after 64 idle rounds; rxdrop --spin never sleeps.
  *
  *   rxdrop --latency reads the send time that xdpgen -timestamp (or
- *   txonly --stamp) writes into each UDP/IPv4 payload (magic "XKT1" after the 16-byte header's
- *   first 4 bytes, then big-endian CLOCK_TAI ns after the header) and
+ *   txonly --stamp) writes into each UDP/IPv4 payload (magic "XKT1"
+ *   after the 16-byte header's first 4 bytes, then big-endian CLOCK_TAI
+ *   ns after the header) and
  *   keeps a histogram of the one-way delay to CLOCK_TAI taken once per
  *   received batch, when the loop sees the packets (log-linear buckets,
  *   64 per power of two: under 1.6% error; no allocation per packet). The
