@@ -829,8 +829,9 @@ func (p *Poller) flushStash(s *sock) {
 }
 
 // refill tops s's Fill ring up to its target: from the stash first, then
-// from the allocator. Unless force, it waits until a batch is worth it.
-// It wakes the kernel when the ring asks for it.
+// from the allocator; the stash keeps what the ring does not take. Unless
+// force, it waits until a batch is worth it. It wakes the kernel when the
+// ring asks for it.
 func (p *Poller) refill(s *sock, force bool) error {
 	if !force && s.target-s.out < p.cfg.FillBatch && s.unread < refillCheck {
 		s.unread++
@@ -863,13 +864,10 @@ func (p *Poller) refill(s *sock, force bool) error {
 			}
 		}
 	}
-	if len(s.stash) > 0 {
-		err := s.pool.u.PutBatch(s.stash)
-		s.stash = s.stash[:0] // given back, or refused: never twice
-		if err != nil {
-			return fmt.Errorf("rxpath: %w", err)
-		}
-	}
+	// What the ring did not take stays in the stash, in order, ahead of
+	// what comes next: it is bounded (recycle flushes a full stash), and
+	// through the allocator it would come back for a later refill in
+	// another order (Recycle).
 	if s.fill.NeedWakeup() {
 		p.c.syscalls++
 		if err := s.s.WakeRX(); err != nil {
@@ -901,8 +899,9 @@ func (p *Poller) anyReady() bool {
 }
 
 // Reclaim gives back to the UMEM allocator every frame the poller lent to
-// the kernel and did not get back (on Fill rings, on RX rings unread) and
-// every descriptor it read but did not deliver. The kernel may write
+// the kernel and did not get back (on Fill rings, on RX rings unread),
+// every descriptor it read but did not deliver, and every frame it holds
+// for a Fill ring. The kernel may write
 // frames until their socket is closed, so Reclaim fails with ErrOpen while
 // any of the Poller's sockets is open, and with ErrRunning during Run. It
 // returns how many frames it gave back; a second call returns 0. Close
@@ -926,6 +925,16 @@ func (p *Poller) Reclaim() (int, error) {
 	total := 0
 	var errs []error
 	for _, s := range p.socks {
+		// Received and not yet refilled (Run gives these back as it
+		// returns).
+		if len(s.stash) > 0 {
+			if err := s.pool.u.PutBatch(s.stash); err != nil {
+				errs = append(errs, err)
+			} else {
+				total += len(s.stash)
+			}
+			s.stash = s.stash[:0]
+		}
 		// Read but not handled: the lent bit is set for ours.
 		for _, d := range s.descs[s.off:s.np] {
 			if d.Addr < s.pool.size && s.pool.take(d.Addr) {

@@ -1,0 +1,170 @@
+package rxpath_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/xdpkit/xdpkit/rxpath"
+	"github.com/xdpkit/xdpkit/umem"
+	"github.com/xdpkit/xdpkit/xsk"
+)
+
+// recycler keeps every packet and, at the end of each round, gives the
+// round's frames back with Recycle in the reverse of the order they came
+// in, as a forwarder gives back its completions. It checks that frames
+// come back in the order given: a frame received a second time must be
+// the oldest one recycled and not yet received again (frames the Poller
+// takes from the allocator meanwhile are new to it: the recycled ones
+// never go there while it runs).
+type recycler struct {
+	p     *rxpath.Poller
+	u     *umem.UMEM
+	fsize uint64
+	got   atomic.Int64
+
+	mu      sync.Mutex
+	kept    []xsk.Desc
+	back    []uint64 // the round's frames, in the order given back
+	pending []uint64 // recycled and not received again, oldest first
+	seen    map[uint64]bool
+	again   int // frames received a second time (or more)
+	errs    []error
+	first   bool
+	firstEr error // Recycle of a frame on the Fill ring, at the first packet
+}
+
+func (r *recycler) Receive(p *rxpath.Packet) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(r.kept)
+	r.kept = p.Keep(r.kept)
+	if len(r.kept) != n+1 {
+		r.errs = append(r.errs, fmt.Errorf("Keep kept %d descriptors, want 1", len(r.kept)-n))
+		return
+	}
+	f := r.kept[n].Addr &^ (r.fsize - 1)
+	if !r.first {
+		// The other frames of the first refill (a fresh UMEM hands out
+		// its lowest frames first) are on the Fill ring or unread on the
+		// RX ring: lent, not the handler's to give back.
+		r.first = true
+		other := uint64(0)
+		if f == 0 {
+			other = r.fsize
+		}
+		r.firstEr = r.p.Recycle(r.u, []uint64{other})
+	}
+	if r.seen[f] {
+		r.again++
+		if len(r.pending) == 0 || r.pending[0] != f {
+			r.errs = append(r.errs, fmt.Errorf("frame %#x came back out of order: recycled and not back yet, oldest first: %#x", f, r.pending[:min(len(r.pending), 8)]))
+		} else {
+			r.pending = r.pending[1:]
+		}
+	}
+	r.seen[f] = true
+	r.got.Add(1)
+}
+
+func (r *recycler) EndRound() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.back = r.back[:0]
+	for i := len(r.kept) - 1; i >= 0; i-- {
+		r.back = append(r.back, r.kept[i].Addr&^(r.fsize-1))
+	}
+	r.kept = r.kept[:0]
+	if err := r.p.Recycle(r.u, r.back); err != nil {
+		r.errs = append(r.errs, err)
+		return
+	}
+	r.pending = append(r.pending, r.back...)
+}
+
+// TestRecycle: frames given back with Recycle go onto the Fill ring in
+// the order given, ahead of the allocator's, and come back to the handler
+// in that order; Recycle refuses a frame on the Fill ring, an address
+// outside the UMEM, a UMEM the Poller does not use and a call outside Run;
+// every frame is free after the run.
+func TestRecycle(t *testing.T) {
+	b := newBed(t, bedConfig{rx: rxpath.Config{FillFrames: 64, FillBatch: 8, CopyThreshold: -1}})
+	r := &recycler{p: b.poller, u: b.u, fsize: uint64(b.u.FrameSize()), seen: map[uint64]bool{}}
+	if err := b.poller.Recycle(b.u, []uint64{0}); !errors.Is(err, rxpath.ErrNotRunning) {
+		t.Fatalf("Recycle before Run: %v, want ErrNotRunning", err)
+	}
+	stop := b.run(r)
+	snd := newSender(t, b.b, b.pair.A.AddrPort4(port), 4)
+	const total = 2000
+	if err := snd.send(total/4, 200, 16, &r.got, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(&r.got, total, 5*time.Second)
+	// The last round's frames are given back at its end: wait for it.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		r.mu.Lock()
+		n := len(r.kept)
+		r.mu.Unlock()
+		if n == 0 {
+			break
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.got.Load() != total {
+		t.Fatalf("received %d of %d datagrams", r.got.Load(), total)
+	}
+	for _, err := range r.errs[:min(len(r.errs), 5)] {
+		t.Error(err)
+	}
+	if len(r.errs) > 0 {
+		t.Fatalf("%d errors", len(r.errs))
+	}
+	// 64 frames on the Fill ring, a window of 16 in flight: most frames
+	// are received many times over.
+	if r.again < total/2 {
+		t.Errorf("only %d of %d packets came in a frame received before: the recycled frames did not come back", r.again, total)
+	}
+	if !errors.Is(r.firstEr, umem.ErrDoubleFree) {
+		t.Errorf("Recycle of a frame on the Fill ring: %v, want umem.ErrDoubleFree", r.firstEr)
+	}
+	if err := b.poller.Recycle(b.u, []uint64{0}); !errors.Is(err, rxpath.ErrNotRunning) {
+		t.Errorf("Recycle after Run: %v, want ErrNotRunning", err)
+	}
+	t.Logf("%d packets, %d in a frame received before", total, r.again)
+
+	// Errors while Run runs: an address past the UMEM, a UMEM of no
+	// socket of the Poller.
+	errc := make(chan [2]error, 1)
+	stop = b.run(rxpath.HandlerFunc(func(p *rxpath.Packet) {
+		select {
+		case errc <- [2]error{b.poller.Recycle(b.u, []uint64{b.u.Size()}), b.poller.Recycle(nil, nil)}:
+		default:
+		}
+	}))
+	if err := snd.send(1, 64, 0, nil, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var errs [2]error
+	select {
+	case errs = <-errc:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no packet reached the handler")
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(errs[0], umem.ErrBadAddress) {
+		t.Errorf("Recycle of an address past the UMEM: %v, want umem.ErrBadAddress", errs[0])
+	}
+	if !errors.Is(errs[1], rxpath.ErrConfig) {
+		t.Errorf("Recycle with a UMEM the Poller does not use: %v, want ErrConfig", errs[1])
+	}
+	// bed's cleanup checks that every frame is free.
+}
