@@ -197,8 +197,8 @@
 // kept do. Through the allocator they would come out mixed with frames
 // freed earlier, and in copy mode the kernel's receive path, which takes
 // each Fill ring entry's frame and its own state of that frame, would
-// walk them in an order that every batch shuffles further: a cache miss
-// per frame on the CPU that runs the kernel's receive.
+// walk them in an order that every batch shuffles further, at a far
+// higher cost per frame on the CPU that runs the kernel's receive.
 //
 // # Frames and validation
 //

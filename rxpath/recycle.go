@@ -19,8 +19,10 @@ var ErrNotRunning = errors.New("rxpath: Run is not running")
 // keep it, so the kernel's copy-mode receive path walks the frames (and
 // its own state of each) in sequence. Given back through the allocator
 // instead (umem.UMEM.PutBatch), they come out for the refill mixed with
-// frames freed earlier, an order that every batch shuffles further: in
-// copy mode the kernel then takes each Fill ring entry with a cache miss.
+// frames freed earlier, an order that every batch shuffles further, and in
+// copy mode the kernel then takes each Fill ring entry at a far higher
+// cost. What the Fill ring does not take waits in the Poller for the next
+// refill, ahead of what comes later.
 //
 // Only the handler may call Recycle, from Receive or EndRound (Run's
 // goroutine); elsewhere it returns ErrNotRunning and gives nothing back:
