@@ -73,6 +73,7 @@ type forwarder struct {
 	started bool   // the first round ended
 	l3      bool
 	u       *umem.UMEM
+	p       *rxpath.Poller // takes completed frames back while it runs (nil: the allocator does)
 	ports   []*port
 	cache   *nexthop.Cache
 	batch   int
@@ -483,6 +484,9 @@ func (f *forwarder) kick(q *port) {
 	}
 }
 
+// reap gives completed frames back: while the poller runs, to its Fill
+// ring in the order they completed (rxpath.Poller.Recycle), otherwise to
+// the UMEM allocator.
 func (f *forwarder) reap(q *port) {
 	for {
 		n := q.sock.Completion().Consume(q.comp)
@@ -490,7 +494,9 @@ func (f *forwarder) reap(q *port) {
 			return
 		}
 		q.inflight -= n
-		_ = f.u.PutBatch(q.comp[:n])
+		if f.p == nil || errors.Is(f.p.Recycle(f.u, q.comp[:n]), rxpath.ErrNotRunning) {
+			_ = f.u.PutBatch(q.comp[:n])
+		}
 	}
 }
 

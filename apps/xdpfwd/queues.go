@@ -138,7 +138,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	}
 	fwds := make([]*forwarder, len(set.Queues()))
 	for i, q := range set.Queues() {
-		f := &forwarder{l3: c.mode == "l3", batch: c.batch, icmpRate: c.icmpRate, keep: make([]xsk.Desc, 0, 4), u: q.UMEM}
+		f := &forwarder{l3: c.mode == "l3", batch: c.batch, icmpRate: c.icmpRate, keep: make([]xsk.Desc, 0, 4), u: q.UMEM, p: q.Poller}
 		for j, ifi := range ifis {
 			p := &port{name: ifi.Name, ifindex: ifi.Index, sock: q.Sockets[j], prog: set.Programs()[j],
 				pend: make([]xsk.Desc, 0, 2*c.batch+64), comp: make([]uint64, 256), software: software[j]}
