@@ -589,9 +589,9 @@ type receiver struct {
 	l3        bool
 	fr        pkt.Frame
 	notRouted uint64
-	// With --l3, data[i] is the packet of pend[i] while it waits for
-	// rewrite (the frames are kept: they stay valid); drop collects the
-	// frames of packets not routed, for one PutBatch.
+	// data[i] is the packet of pend[i] while it waits for rewrite (the
+	// frames are kept: they stay valid); drop collects the frames of
+	// packets not routed, for one PutBatch.
 	data  [][]byte
 	drop  []uint64
 	touch byte
@@ -612,15 +612,9 @@ func (r *receiver) Receive(p *rxpath.Packet) {
 	}
 	if r.out != nil {
 		if len(p.Data) >= ethLen && len(p.Segments) == 1 {
+			// Kept as it is: rewrite reads and rewrites the batch.
 			r.pend = p.Keep(r.pend)
-			if r.l3 {
-				// Kept as it is: rewrite routes the batch.
-				r.data = append(r.data, p.Data)
-			} else {
-				// The MAC rewrite here, as the C loop does it: no
-				// second pass over the batch.
-				copy(p.Data[:12], r.hdr[:])
-			}
+			r.data = append(r.data, p.Data)
 		}
 		if len(r.pend) >= r.batch {
 			r.flush()
@@ -676,14 +670,18 @@ func (r *receiver) reap() {
 	}
 }
 
-// rewrite does --l3's per-packet work on the kept batch, xdpfwd's
-// (pkt.Parse, pkt.DecTTL, then the MACs; the next hop given); plain fwd
-// rewrote the MACs in Receive. The packets were written by the CPU that
-// ran the kernel's RX copy: --l3 first reads a byte of each one's first
-// cache line, loads independent of each other whose misses overlap,
-// instead of one miss after the other inside the parser.
+// rewrite does the per-packet work on the kept batch: --l3 does
+// xdpfwd's (pkt.Parse, pkt.DecTTL, then the MACs; the next hop given),
+// plain fwd the MAC rewrite. The packets were written by the CPU that ran
+// the kernel's RX copy: --l3 first reads a byte of each one's first cache
+// line, loads independent of each other whose misses overlap, instead of
+// one miss after the other inside the parser.
 func (r *receiver) rewrite() {
 	if !r.l3 {
+		for _, b := range r.data {
+			copy(b[:12], r.hdr[:])
+		}
+		r.data = r.data[:0]
 		return
 	}
 	var t byte
