@@ -205,7 +205,9 @@
 // The poller keeps each Fill ring topped up to Config.FillFrames frames
 // (by default the ring's size, but no more than half of a UMEM that its
 // sockets can also send from, so that a txpath.Sender finds frames), first with the frames it just received and those given to
-// Poller.Recycle, in order, then from the UMEM allocator,
+// Poller.Recycle, in order, then from the UMEM allocator (for a socket
+// whose frames come back through Recycle, only while its ring holds less
+// than half of Config.FillFrames, or before a sleep),
 // in batches of Config.FillBatch. A refill that finds no frame to give is
 // counted (Stats.FillStarved), and the poller then sleeps briefly instead
 // of waiting for packets that cannot arrive.

@@ -90,6 +90,11 @@ type sock struct {
 	// every refillCheck refills (frames may also come back elsewhere).
 	out    int
 	unread int // refills since the Fill ring was last read
+	// recycles: Recycle gave frames back for this socket, so refill
+	// takes frames from the allocator only below half the target (or
+	// when forced), and the frames on the ring stay in the order the
+	// kernel filled them.
+	recycles bool
 
 	c   sockCounters // written by Run only
 	pub sockMirror   // c, as of the last publish
@@ -851,7 +856,10 @@ func (p *Poller) refill(s *sock, force bool) error {
 		n := p.produce(s, s.stash[:min(want, len(s.stash))])
 		want -= n
 		s.stash = append(s.stash[:0], s.stash[n:]...)
-		if want > 0 {
+		// A socket whose frames come back through Recycle waits for
+		// them while its ring holds half its target: the allocator's
+		// frames would join the circle out of order.
+		if want > 0 && (force || !s.recycles || have+n < s.target/2) {
 			got := s.pool.u.GetBatch(s.tmp[:min(want, len(s.tmp))])
 			if k := p.produce(s, s.tmp[:got]); k < got {
 				if err := s.pool.u.PutBatch(s.tmp[k:got]); err != nil {

@@ -22,7 +22,10 @@ var ErrNotRunning = errors.New("rxpath: Run is not running")
 // frames freed earlier, an order that every batch shuffles further, and in
 // copy mode the kernel then takes each Fill ring entry at a far higher
 // cost. What the Fill ring does not take waits in the Poller for the next
-// refill, ahead of what comes later.
+// refill, ahead of what comes later; and once Recycle was used for a
+// socket, its refills take frames from the allocator only while its Fill
+// ring holds less than half of Config.FillFrames (and before a sleep),
+// so that the frames in circulation stay the same ones, in order.
 //
 // Only the handler may call Recycle, from Receive or EndRound (Run's
 // goroutine); elsewhere it returns ErrNotRunning and gives nothing back:
@@ -47,6 +50,7 @@ func (p *Poller) Recycle(u *umem.UMEM, addrs []uint64) error {
 		return fmt.Errorf("%w: Recycle: no socket of the Poller uses this UMEM", ErrConfig)
 	}
 	pl := s.pool
+	s.recycles = true
 	for _, a := range addrs {
 		if a >= pl.size {
 			return fmt.Errorf("rxpath: Recycle: %w: %#x", umem.ErrBadAddress, a)

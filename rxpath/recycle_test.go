@@ -87,22 +87,31 @@ func (r *recycler) EndRound() {
 
 // TestRecycle: frames given back with Recycle go onto the Fill ring in
 // the order given, ahead of the allocator's, and come back to the handler
-// in that order; Recycle refuses a frame on the Fill ring, an address
-// outside the UMEM, a UMEM the Poller does not use and a call outside Run;
-// every frame is free after the run.
+// in that order; while they come back, the Poller takes no frame from the
+// allocator; Recycle refuses a frame on the Fill ring, an address outside
+// the UMEM, a UMEM the Poller does not use and a call outside Run; every
+// frame is free after the run.
 func TestRecycle(t *testing.T) {
-	b := newBed(t, bedConfig{rx: rxpath.Config{FillFrames: 64, FillBatch: 8, CopyThreshold: -1}})
+	// A million empty rounds before a sleep: no sleep (whose refill may
+	// take the allocator's frames) while the datagrams flow.
+	b := newBed(t, bedConfig{rx: rxpath.Config{FillFrames: 64, FillBatch: 8, CopyThreshold: -1, IdleRounds: 1_000_000}})
 	r := &recycler{p: b.poller, u: b.u, fsize: uint64(b.u.FrameSize()), seen: map[uint64]bool{}}
 	if err := b.poller.Recycle(b.u, []uint64{0}); !errors.Is(err, rxpath.ErrNotRunning) {
 		t.Fatalf("Recycle before Run: %v, want ErrNotRunning", err)
 	}
 	stop := b.run(r)
+	free0 := b.u.Accounting().Free // the Fill ring has its 64 frames
 	snd := newSender(t, b.b, b.pair.A.AddrPort4(port), 4)
 	const total = 2000
 	if err := snd.send(total/4, 200, 16, &r.got, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	waitCount(&r.got, total, 5*time.Second)
+	// A window of 16 in flight never takes the Fill ring below half of
+	// its 64 frames: the recycled frames are enough.
+	if free1 := b.u.Accounting().Free; free1 != free0 {
+		t.Errorf("the allocator's free frames went from %d to %d while the recycled frames came back", free0, free1)
+	}
 	// The last round's frames are given back at its end: wait for it.
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		r.mu.Lock()
