@@ -88,13 +88,21 @@ func (r *recycler) EndRound() {
 // TestRecycle: frames given back with Recycle go onto the Fill ring in
 // the order given, ahead of the allocator's, and come back to the handler
 // in that order; while they come back, the Poller takes no frame from the
-// allocator; Recycle refuses a frame on the Fill ring, an address outside
-// the UMEM, a UMEM the Poller does not use and a call outside Run; every
+// allocator, whether it sleeps between packets or not; Recycle refuses a
+// frame on the Fill ring, a frame given back already (twice in one call
+// too), an address outside the UMEM, a UMEM the Poller does not use and a
+// call outside Run, and an error takes none of the call's frames; every
 // frame is free after the run.
 func TestRecycle(t *testing.T) {
-	// A million empty rounds before a sleep: no sleep (whose refill may
-	// take the allocator's frames) while the datagrams flow.
-	b := newBed(t, bedConfig{rx: rxpath.Config{FillFrames: 64, FillBatch: 8, CopyThreshold: -1, IdleRounds: 1_000_000}})
+	// The poller sleeps after every empty round (IdleRounds -1), and its
+	// refill before a sleep gives the Fill ring every frame it has: it
+	// must take none from the allocator while the recycled frames are
+	// enough. A round of at most 8 packets (Budget) and a window of 16
+	// (up to 3 more from the sender's 4 flows) in flight leave the Fill
+	// ring at least 64-8-7-19 frames before the round's refill, which
+	// then gives back the stash (at most 7), so the ring never drops
+	// below half of its 64 frames between rounds either.
+	b := newBed(t, bedConfig{rx: rxpath.Config{FillFrames: 64, FillBatch: 8, CopyThreshold: -1, IdleRounds: -1, Budget: 8, Weight: 8}})
 	r := &recycler{p: b.poller, u: b.u, fsize: uint64(b.u.FrameSize()), seen: map[uint64]bool{}}
 	if err := b.poller.Recycle(b.u, []uint64{0}); !errors.Is(err, rxpath.ErrNotRunning) {
 		t.Fatalf("Recycle before Run: %v, want ErrNotRunning", err)
@@ -112,6 +120,7 @@ func TestRecycle(t *testing.T) {
 	if free1 := b.u.Accounting().Free; free1 != free0 {
 		t.Errorf("the allocator's free frames went from %d to %d while the recycled frames came back", free0, free1)
 	}
+	st, _ := b.poller.Stats()
 	// The last round's frames are given back at its end: wait for it.
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		r.mu.Lock()
@@ -146,21 +155,31 @@ func TestRecycle(t *testing.T) {
 	if err := b.poller.Recycle(b.u, []uint64{0}); !errors.Is(err, rxpath.ErrNotRunning) {
 		t.Errorf("Recycle after Run: %v, want ErrNotRunning", err)
 	}
-	t.Logf("%d packets, %d in a frame received before", total, r.again)
+	t.Logf("%d packets, %d in a frame received before, %d sleeps", total, r.again, st.Sleeps)
 
-	// Errors while Run runs: an address past the UMEM, a UMEM of no
-	// socket of the Poller.
-	errc := make(chan [2]error, 1)
+	// Errors while Run runs. The handler keeps the first packet's frame
+	// and gives it back with an address past the UMEM, then twice in one
+	// call (both refused: the frame stays the handler's), then once, then
+	// again (refused); and a UMEM of no socket of the Poller.
+	errc := make(chan [5]error, 1)
+	var once sync.Once
+	fsize := uint64(b.u.FrameSize())
 	stop = b.run(rxpath.HandlerFunc(func(p *rxpath.Packet) {
-		select {
-		case errc <- [2]error{b.poller.Recycle(b.u, []uint64{b.u.Size()}), b.poller.Recycle(nil, nil)}:
-		default:
-		}
+		once.Do(func() {
+			d := p.Keep(nil)
+			if len(d) != 1 {
+				t.Errorf("Keep kept %d descriptors, want 1", len(d))
+				return
+			}
+			a := d[0].Addr &^ (fsize - 1)
+			rc := b.poller.Recycle
+			errc <- [5]error{rc(b.u, []uint64{a, b.u.Size()}), rc(b.u, []uint64{a, a}), rc(b.u, []uint64{a}), rc(b.u, []uint64{a}), rc(nil, nil)}
+		})
 	}))
 	if err := snd.send(1, 64, 0, nil, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	var errs [2]error
+	var errs [5]error
 	select {
 	case errs = <-errc:
 	case <-time.After(10 * time.Second):
@@ -172,8 +191,17 @@ func TestRecycle(t *testing.T) {
 	if !errors.Is(errs[0], umem.ErrBadAddress) {
 		t.Errorf("Recycle of an address past the UMEM: %v, want umem.ErrBadAddress", errs[0])
 	}
-	if !errors.Is(errs[1], rxpath.ErrConfig) {
-		t.Errorf("Recycle with a UMEM the Poller does not use: %v, want ErrConfig", errs[1])
+	if !errors.Is(errs[1], umem.ErrDoubleFree) {
+		t.Errorf("Recycle of a frame twice in one call: %v, want umem.ErrDoubleFree", errs[1])
+	}
+	if errs[2] != nil {
+		t.Errorf("Recycle of the frame after two refused calls: %v", errs[2])
+	}
+	if !errors.Is(errs[3], umem.ErrDoubleFree) {
+		t.Errorf("Recycle of a frame given back already: %v, want umem.ErrDoubleFree", errs[3])
+	}
+	if !errors.Is(errs[4], rxpath.ErrConfig) {
+		t.Errorf("Recycle with a UMEM the Poller does not use: %v, want ErrConfig", errs[4])
 	}
 	// bed's cleanup checks that every frame is free.
 }
