@@ -43,6 +43,7 @@ type Summary struct {
 	ICMPTXRingFull  uint64 // ICMP errors built but dropped because the TX ring stayed full
 	PartialFinished uint64 // UDP/TCP checksums left partial by the sender, finished here
 	RouteLookups    uint64
+	RecycleErrors   uint64 // completion batches rxpath.Poller.Recycle refused
 	XDP             []PortXDP
 	Queues          []QueueSummary
 	Poller          string
@@ -249,6 +250,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		sum.NotIP += f.c.notIP.Load()
 		sum.ParseErrors += f.c.parseErrors.Load()
 		sum.TXRingFull += f.c.txFull.Load()
+		sum.RecycleErrors += f.c.recycleErrors.Load()
 		sum.Policed += f.c.policed.Load()
 		sum.ICMPTXRingFull += f.c.icmpTXFull.Load()
 		sum.PartialFinished += f.c.partialFinished.Load()
