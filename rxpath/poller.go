@@ -893,9 +893,9 @@ func putEach(u *umem.UMEM, addrs []uint64) (int, error) {
 }
 
 // refill tops s's Fill ring up to its target: from the stash first, then
-// from the allocator; the stash keeps what the ring does not take. Unless
-// force, it waits until a batch is worth it. It wakes the kernel when the
-// ring asks for it.
+// from the allocator; what the ring does not take of the stash goes to
+// the allocator. Unless force, it waits until a batch is worth it. It
+// wakes the kernel when the ring asks for it.
 func (p *Poller) refill(s *sock, force bool) error {
 	if !force && s.target-s.out < p.cfg.FillBatch && s.unread < refillCheck {
 		s.unread++
@@ -940,10 +940,16 @@ func (p *Poller) refill(s *sock, force bool) error {
 			}
 		}
 	}
-	// What the ring did not take stays in the stash, in order, ahead of
-	// what comes next: it is bounded (recycle flushes a full stash), and
-	// through the allocator it would come back for a later refill in
-	// another order (Recycle).
+	if len(s.stash) > 0 {
+		// What the ring did not take goes to the allocator, so that no
+		// more frames than the target circulate.
+		s.pool.unstash(s.stash)
+		_, err := putEach(s.pool.u, s.stash)
+		s.stash = s.stash[:0] // given back, or refused: never twice
+		if err != nil {
+			return fmt.Errorf("rxpath: %w", err)
+		}
+	}
 	if s.fill.NeedWakeup() {
 		p.c.syscalls++
 		if err := s.s.WakeRX(); err != nil {

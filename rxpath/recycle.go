@@ -24,8 +24,9 @@ var ErrNotRunning = errors.New("rxpath: Run is not running")
 // they come out for the refill mixed with frames freed earlier, in an
 // order that every batch changes, and in copy mode the kernel's receive
 // path then takes the Fill ring's frames (and its own state of each) out
-// of sequence. What the Fill ring does not take waits in the Poller for
-// the next refill, ahead of what comes later. During a Run in which
+// of sequence. The frames wait in the Poller for the next refill, ahead of
+// what comes later; what that refill's ring does not take (beyond
+// Config.FillFrames) goes to the allocator. During a Run in which
 // Recycle gave frames for a socket, its refills take frames from the
 // allocator only while its Fill ring holds less than half of
 // Config.FillFrames or none, and a refill before a sleep only as many as
