@@ -205,3 +205,52 @@ func TestRecycle(t *testing.T) {
 	}
 	// bed's cleanup checks that every frame is free.
 }
+
+// TestRecycleFreeFrame: Recycle cannot see a frame that the allocator has
+// free. Given one among many, with the Fill ring full, the stash
+// overflows to the allocator, which refuses that frame: Run returns
+// umem.ErrDoubleFree (no panic) and every other frame still reaches the
+// allocator (bed's cleanup checks that every frame is free).
+func TestRecycleFreeFrame(t *testing.T) {
+	b := newBed(t, bedConfig{rx: rxpath.Config{FillFrames: 2048, CopyThreshold: -1}})
+	fsize := uint64(b.u.FrameSize())
+	var once sync.Once
+	done := make(chan error, 1)
+	stop := b.run(rxpath.HandlerFunc(func(p *rxpath.Packet) {
+		once.Do(func() {
+			d := p.Keep(nil)
+			own := make([]uint64, 1000)
+			if n := b.u.GetBatch(own); n != len(own) {
+				done <- fmt.Errorf("the allocator gave %d frames of %d", n, len(own))
+				return
+			}
+			// own[100] goes back to the allocator and stays on the list:
+			// beyond what the full Fill ring takes of the first stash.
+			if err := b.u.Put(own[100]); err != nil {
+				done <- err
+				return
+			}
+			for _, x := range d {
+				own = append(own, x.Addr&^(fsize-1))
+			}
+			done <- b.poller.Recycle(b.u, own)
+		})
+	}))
+	snd := newSender(t, b.b, b.pair.A.AddrPort4(port), 1)
+	if err := snd.send(1, 64, 0, nil, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Recycle: %v (it cannot see a frame the allocator has free)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no packet reached the handler")
+	}
+	err := stop()
+	if !errors.Is(err, umem.ErrDoubleFree) {
+		t.Fatalf("Run: %v, want umem.ErrDoubleFree", err)
+	}
+	t.Logf("Run: %v", err)
+}
