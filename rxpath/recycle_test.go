@@ -157,6 +157,13 @@ func TestRecycle(t *testing.T) {
 	}
 	t.Logf("%d packets, %d in a frame received before, %d sleeps", total, r.again, st.Sleeps)
 
+	if !rxpath.Recycles(b.poller) {
+		t.Error("the run gave frames to Recycle, and no socket refills as one that recycles")
+	}
+	// A new Run forgets that an earlier one recycled (checked at its
+	// first packet, below).
+	var recycles bool
+
 	// Errors while Run runs. The handler keeps the first packet's frame
 	// and gives it back with an address past the UMEM, then twice in one
 	// call (both refused: the frame stays the handler's), then once, then
@@ -166,6 +173,7 @@ func TestRecycle(t *testing.T) {
 	fsize := uint64(b.u.FrameSize())
 	stop = b.run(rxpath.HandlerFunc(func(p *rxpath.Packet) {
 		once.Do(func() {
+			recycles = rxpath.Recycles(b.poller)
 			d := p.Keep(nil)
 			if len(d) != 1 {
 				t.Errorf("Keep kept %d descriptors, want 1", len(d))
@@ -187,6 +195,9 @@ func TestRecycle(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
+	}
+	if recycles {
+		t.Error("a new Run refills as if Recycle had given frames back in it: the earlier Run's state")
 	}
 	if !errors.Is(errs[0], umem.ErrBadAddress) {
 		t.Errorf("Recycle of an address past the UMEM: %v, want umem.ErrBadAddress", errs[0])
