@@ -2,7 +2,6 @@ package rxpath
 
 import (
 	"fmt"
-	"math/bits"
 	"sync/atomic"
 	"testing"
 
@@ -126,8 +125,7 @@ func benchDeliver(b *testing.B, u *umem.UMEM, mode string, size int) {
 			b.Fatal(err)
 		}
 	}()
-	pl := &pool{u: u, mem: u.Bytes(), size: u.Size(), fsize: u.FrameSize(),
-		shift: uint(bits.TrailingZeros32(u.FrameSize())), lent: make([]uint64, (u.FrameCount()+63)/64)}
+	pl := newPool(u)
 	s := &sock{pool: pl, stash: make([]uint64, 0, frames), base: ^uint64(u.FrameSize() - 1)}
 	p := &Poller{copyMax: -1}
 	o := &owner{u: u, keep: keep, putEach: mode == "keep1", descs: make([]xsk.Desc, 0, MaxSegments),

@@ -194,13 +194,26 @@
 // calls [Packet.Keep], which hands it the descriptors: the caller then owns
 // the frames and gives them back with umem.Put or by sending them on a TX
 // ring of the same UMEM, which is how a forwarder avoids copying payload.
+// A forwarder gives its completed frames back with [Poller.Recycle] from
+// the handler (Receive or EndRound, on Run's goroutine): they go onto the
+// Fill ring in the order they completed, which for a forwarder that sends
+// on one socket what it received, in that order, is the order the kernel
+// filled them, as the frames of packets not kept come back. Through the
+// allocator they would come out mixed with frames freed earlier, and in
+// copy mode the kernel's receive path, which takes each Fill ring entry's
+// frame and its own state of that frame, would walk them out of sequence.
 //
 // # Frames and validation
 //
 // The poller keeps each Fill ring topped up to Config.FillFrames frames
 // (by default the ring's size, but no more than half of a UMEM that its
-// sockets can also send from, so that a txpath.Sender finds frames), first with the frames it just received, then from the UMEM allocator,
-// in batches of Config.FillBatch. A refill that finds no frame to give is
+// sockets can also send from, so that a txpath.Sender finds frames),
+// first with the frames it just received and those given to
+// Poller.Recycle, in order, then from the UMEM allocator (for a socket
+// whose frames come back through Recycle, only while its ring holds less
+// than half of Config.FillFrames or none, and before a sleep only the
+// frames that neither the kernel nor the poller holds), in batches of
+// Config.FillBatch. A refill that finds no frame to give is
 // counted (Stats.FillStarved), and the poller then sleeps briefly instead
 // of waiting for packets that cannot arrive.
 //

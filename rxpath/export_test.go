@@ -40,3 +40,15 @@ func Sleep(p *Poller, timeout time.Duration) (woke, quiet bool, err error) {
 	}
 	return p.sleep(timeout)
 }
+
+// Recycles reports whether any socket of p refills as one whose frames
+// come back through Recycle. Call it only on Run's goroutine or outside
+// Run.
+func Recycles(p *Poller) bool {
+	for _, s := range p.socks {
+		if s.recycles {
+			return true
+		}
+	}
+	return false
+}

@@ -2,7 +2,6 @@ package rxpath
 
 import (
 	"encoding/binary"
-	"math/bits"
 	"testing"
 
 	"github.com/xdpkit/xdpkit/internal/xdpprog"
@@ -48,8 +47,7 @@ func benchDeliverMeta(b *testing.B, on bool) {
 	if n := u.GetBatch(addrs); n != frames {
 		b.Fatalf("got %d frames", n)
 	}
-	pl := &pool{u: u, mem: u.Bytes(), size: u.Size(), fsize: u.FrameSize(),
-		shift: uint(bits.TrailingZeros32(u.FrameSize())), lent: make([]uint64, (u.FrameCount()+63)/64)}
+	pl := newPool(u)
 	s := &sock{pool: pl, stash: make([]uint64, 0, 2*frames), base: ^uint64(u.FrameSize() - 1)}
 	h := &metaReader{}
 	p := &Poller{copyMax: -1, h: h, cfg: Config{Metadata: on}}

@@ -36,8 +36,9 @@ func (p *Packet) Copied() bool { return p.copied }
 // returns the result. The caller then owns the frames (umem.Held) and must
 // give each back, with umem.UMEM.Put(desc.Addr), or by producing the
 // descriptors on a TX ring of the same UMEM, whose completions come back
-// to the caller. Data and Segments stay valid until then. For a copied
-// packet, or a second Keep, it returns dst unchanged.
+// to the caller (a forwarder's handler gives those to Poller.Recycle).
+// Data and Segments stay valid until then. For a copied packet, or a
+// second Keep, it returns dst unchanged.
 func (p *Packet) Keep(dst []xsk.Desc) []xsk.Desc {
 	if p.copied || p.kept {
 		return dst

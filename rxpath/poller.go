@@ -40,9 +40,19 @@ type pool struct {
 	// lent has a bit per frame that the poller put on a Fill ring and
 	// has not had back on an RX ring yet. Only the Run goroutine (or
 	// Reclaim, never at the same time) touches it.
-	lent  []uint64
-	nsock int
-	sends bool // a socket of the poller on this UMEM has a TX ring
+	lent []uint64
+	// stashed has a bit per frame in a sock's stash, so that Recycle
+	// refuses a frame given back twice.
+	stashed []uint64
+	nsock   int
+	sends   bool // a socket of the poller on this UMEM has a TX ring
+}
+
+func newPool(u *umem.UMEM) *pool {
+	words := (u.FrameCount() + 63) / 64
+	return &pool{u: u, mem: u.Bytes(), size: u.Size(), fsize: u.FrameSize(),
+		shift: uint(bits.TrailingZeros32(u.FrameSize())),
+		lent:  make([]uint64, words), stashed: make([]uint64, words)}
 }
 
 func (pl *pool) frame(addr uint64) uint64 { return addr >> pl.shift }
@@ -59,9 +69,20 @@ func (pl *pool) take(addr uint64) bool {
 	return true
 }
 
+// give sets the lent bit of addr's frame (and clears its stashed bit:
+// produce gives the stash's frames).
 func (pl *pool) give(addr uint64) {
 	i := pl.frame(addr)
 	pl.lent[i>>6] |= 1 << (i & 63)
+	pl.stashed[i>>6] &^= 1 << (i & 63)
+}
+
+// unstash clears the stashed bits of addrs' frames.
+func (pl *pool) unstash(addrs []uint64) {
+	for _, a := range addrs {
+		i := pl.frame(a)
+		pl.stashed[i>>6] &^= 1 << (i & 63)
+	}
 }
 
 // sock is the poller's state for one socket.
@@ -90,6 +111,13 @@ type sock struct {
 	// every refillCheck refills (frames may also come back elsewhere).
 	out    int
 	unread int // refills since the Fill ring was last read
+	// recycles: Recycle gave frames back for this socket during this
+	// Run (Run clears it as it starts), so refill takes frames from the
+	// allocator only while the ring holds less than half the target,
+	// when it is empty, or (forced) for frames the kernel and the stash
+	// do not account for: the frames on the ring stay the ones that
+	// circulate, in the order they come back.
+	recycles bool
 
 	c   sockCounters // written by Run only
 	pub sockMirror   // c, as of the last publish
@@ -146,6 +174,9 @@ type Poller struct {
 	touched byte // touchFirst's sums (Config.Prefetch)
 	pkt     Packet
 	segs    [MaxSegments][]byte
+	// stashErr: a stash flushed by deliver or Recycle met a frame that
+	// the allocator had free already; Run returns it after the round.
+	stashErr error
 
 	c     counters
 	pub   mirror
@@ -195,9 +226,7 @@ func New(cfg *Config, socks ...*xsk.Socket) (*Poller, error) {
 		u := s.UMEM()
 		pl := pools[u]
 		if pl == nil {
-			pl = &pool{u: u, mem: u.Bytes(), size: u.Size(), fsize: u.FrameSize(),
-				shift: uint(bits.TrailingZeros32(u.FrameSize())),
-				lent:  make([]uint64, (u.FrameCount()+63)/64)}
+			pl = newPool(u)
 			pools[u] = pl
 			p.pools = append(p.pools, pl)
 		}
@@ -305,6 +334,10 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.h = h
+	p.stashErr = nil
+	for _, s := range p.socks {
+		s.recycles = false
+	}
 	p.copier, _ = h.(Copier)
 	p.ender, _ = h.(RoundEnder)
 	defer func() { p.h, p.copier, p.ender = nil, nil, nil }()
@@ -341,14 +374,16 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 	}
 
 	err := p.loop()
+	if err == nil && p.stashErr != nil {
+		err = p.stashErr
+	}
 	for _, s := range p.socks {
 		// Frames received but not yet refilled go back to the allocator.
-		if len(s.stash) > 0 {
-			if perr := s.pool.u.PutBatch(s.stash); perr != nil && err == nil {
-				err = fmt.Errorf("rxpath: %w", perr)
-			}
-			s.stash = s.stash[:0]
+		s.pool.unstash(s.stash)
+		if _, perr := putEach(s.pool.u, s.stash); perr != nil && err == nil {
+			err = fmt.Errorf("rxpath: %w", perr)
 		}
+		s.stash = s.stash[:0]
 	}
 	p.publish()
 	if err != nil {
@@ -387,6 +422,9 @@ func (p *Poller) loop() error {
 		}
 		if p.ender != nil {
 			p.ender.EndRound()
+		}
+		if p.stashErr != nil {
+			return p.stashErr
 		}
 		if !fresh && g.wantsClock(got) {
 			now = time.Since(p.epoch)
@@ -713,12 +751,19 @@ func touchFirst(mem []byte, descs []xsk.Desc) byte {
 	return t
 }
 
-// recycle queues a frame of s's UMEM for its Fill ring.
+// recycle queues a frame of s's UMEM for its Fill ring. A full stash is
+// flushed first; its error (a frame given back twice) is kept in
+// p.stashErr, which ends Run after the round.
 func (p *Poller) recycle(s *sock, addr uint64) {
 	if len(s.stash) == cap(s.stash) {
-		p.flushStash(s)
+		if err := p.flushStash(s); err != nil && p.stashErr == nil {
+			p.stashErr = err
+		}
 	}
-	s.stash = append(s.stash, addr&s.base)
+	a := addr & s.base
+	i := s.pool.frame(a)
+	s.pool.stashed[i>>6] |= 1 << (i & 63)
+	s.stash = append(s.stash, a)
 }
 
 // drop counts and discards a packet; the frames it names that the poller
@@ -817,20 +862,40 @@ func (p *Poller) produce(s *sock, addrs []uint64) int {
 }
 
 // flushStash gives the stash to the Fill ring, and what does not fit to
-// the allocator.
-func (p *Poller) flushStash(s *sock) {
+// the allocator, frame by frame: a frame the allocator has free already
+// (given to Recycle twice, or while free) is refused and reported, the
+// others are given back.
+func (p *Poller) flushStash(s *sock) error {
 	n := p.produce(s, s.stash)
-	if n < len(s.stash) {
-		if err := s.pool.u.PutBatch(s.stash[n:]); err != nil {
-			panic("rxpath: " + err.Error()) // a frame we took twice: a bug here
+	s.pool.unstash(s.stash[n:])
+	_, err := putEach(s.pool.u, s.stash[n:])
+	s.stash = s.stash[:0]
+	if err != nil {
+		return fmt.Errorf("rxpath: %w", err)
+	}
+	return nil
+}
+
+// putEach gives addrs to u's allocator one at a time, so that a bad one
+// does not keep the rest back (umem.UMEM.PutBatch stops at it); it
+// returns how many u took and the errors of the others.
+func putEach(u *umem.UMEM, addrs []uint64) (int, error) {
+	n := 0
+	var errs []error
+	for _, a := range addrs {
+		if err := u.Put(a); err != nil {
+			errs = append(errs, err)
+		} else {
+			n++
 		}
 	}
-	s.stash = s.stash[:0]
+	return n, errors.Join(errs...)
 }
 
 // refill tops s's Fill ring up to its target: from the stash first, then
-// from the allocator. Unless force, it waits until a batch is worth it.
-// It wakes the kernel when the ring asks for it.
+// from the allocator; what the ring does not take of the stash goes to
+// the allocator. Unless force, it waits until a batch is worth it. It
+// wakes the kernel when the ring asks for it.
 func (p *Poller) refill(s *sock, force bool) error {
 	if !force && s.target-s.out < p.cfg.FillBatch && s.unread < refillCheck {
 		s.unread++
@@ -850,6 +915,18 @@ func (p *Poller) refill(s *sock, force bool) error {
 		n := p.produce(s, s.stash[:min(want, len(s.stash))])
 		want -= n
 		s.stash = append(s.stash[:0], s.stash[n:]...)
+		// A socket whose frames come back through Recycle waits for
+		// them while its ring holds half its target, and a forced
+		// refill takes only the frames that the kernel (s.out, the RX
+		// ring's included) and the stash do not account for: the
+		// allocator's frames would join the circle out of order.
+		if want > 0 && s.recycles && have+n > 0 {
+			if force {
+				want = min(want, s.target-s.out-len(s.stash))
+			} else if 2*(have+n) >= s.target {
+				want = 0
+			}
+		}
 		if want > 0 {
 			got := s.pool.u.GetBatch(s.tmp[:min(want, len(s.tmp))])
 			if k := p.produce(s, s.tmp[:got]); k < got {
@@ -864,7 +941,10 @@ func (p *Poller) refill(s *sock, force bool) error {
 		}
 	}
 	if len(s.stash) > 0 {
-		err := s.pool.u.PutBatch(s.stash)
+		// What the ring did not take goes to the allocator, so that no
+		// more frames than the target circulate.
+		s.pool.unstash(s.stash)
+		_, err := putEach(s.pool.u, s.stash)
 		s.stash = s.stash[:0] // given back, or refused: never twice
 		if err != nil {
 			return fmt.Errorf("rxpath: %w", err)
@@ -901,8 +981,9 @@ func (p *Poller) anyReady() bool {
 }
 
 // Reclaim gives back to the UMEM allocator every frame the poller lent to
-// the kernel and did not get back (on Fill rings, on RX rings unread) and
-// every descriptor it read but did not deliver. The kernel may write
+// the kernel and did not get back (on Fill rings, on RX rings unread),
+// every descriptor it read but did not deliver, and every frame it holds
+// for a Fill ring. The kernel may write
 // frames until their socket is closed, so Reclaim fails with ErrOpen while
 // any of the Poller's sockets is open, and with ErrRunning during Run. It
 // returns how many frames it gave back; a second call returns 0. Close
@@ -926,6 +1007,15 @@ func (p *Poller) Reclaim() (int, error) {
 	total := 0
 	var errs []error
 	for _, s := range p.socks {
+		// Received and not yet refilled (Run gives these back as it
+		// returns).
+		s.pool.unstash(s.stash)
+		n, err := putEach(s.pool.u, s.stash)
+		total += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+		s.stash = s.stash[:0]
 		// Read but not handled: the lent bit is set for ours.
 		for _, d := range s.descs[s.off:s.np] {
 			if d.Addr < s.pool.size && s.pool.take(d.Addr) {

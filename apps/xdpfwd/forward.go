@@ -60,6 +60,7 @@ type counters struct {
 	notIP, parseErrors, txFull, noRoomICMP atomic.Uint64
 	icmpTXFull, partialFinished            atomic.Uint64
 	policed                                atomic.Uint64 // dropped by -max-pps
+	recycleErrors                          atomic.Uint64 // completion batches Recycle refused
 	_                                      cpu.CacheLinePad
 }
 
@@ -73,6 +74,7 @@ type forwarder struct {
 	started bool   // the first round ended
 	l3      bool
 	u       *umem.UMEM
+	p       *rxpath.Poller // takes completed frames back while it runs (nil: the allocator does)
 	ports   []*port
 	cache   *nexthop.Cache
 	batch   int
@@ -483,6 +485,13 @@ func (f *forwarder) kick(q *port) {
 	}
 }
 
+// reap gives completed frames back: while the poller runs, to its Fill
+// ring in the order they completed (rxpath.Poller.Recycle), otherwise to
+// the UMEM allocator. A batch that Recycle refuses (it then takes none)
+// is counted in recycleErrors; its frames go to the allocator one by one,
+// except after umem.ErrDoubleFree: a frame of the batch is on a Fill ring
+// or with the poller already, and the allocator would hand it out a
+// second time, so the batch stays out (Summary.AccountingOK tells).
 func (f *forwarder) reap(q *port) {
 	for {
 		n := q.sock.Completion().Consume(q.comp)
@@ -490,7 +499,24 @@ func (f *forwarder) reap(q *port) {
 			return
 		}
 		q.inflight -= n
-		_ = f.u.PutBatch(q.comp[:n])
+		done := q.comp[:n]
+		if f.p != nil {
+			err := f.p.Recycle(f.u, done)
+			if err == nil {
+				continue
+			}
+			if !errors.Is(err, rxpath.ErrNotRunning) {
+				f.c.recycleErrors.Add(1)
+				if errors.Is(err, umem.ErrDoubleFree) {
+					continue
+				}
+				for _, a := range done {
+					_ = f.u.Put(a)
+				}
+				continue
+			}
+		}
+		_ = f.u.PutBatch(done)
 	}
 }
 

@@ -43,6 +43,7 @@ type Summary struct {
 	ICMPTXRingFull  uint64 // ICMP errors built but dropped because the TX ring stayed full
 	PartialFinished uint64 // UDP/TCP checksums left partial by the sender, finished here
 	RouteLookups    uint64
+	RecycleErrors   uint64 // completion batches rxpath.Poller.Recycle refused
 	XDP             []PortXDP
 	Queues          []QueueSummary
 	Poller          string
@@ -138,7 +139,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 	}
 	fwds := make([]*forwarder, len(set.Queues()))
 	for i, q := range set.Queues() {
-		f := &forwarder{l3: c.mode == "l3", batch: c.batch, icmpRate: c.icmpRate, keep: make([]xsk.Desc, 0, 4), u: q.UMEM}
+		f := &forwarder{l3: c.mode == "l3", batch: c.batch, icmpRate: c.icmpRate, keep: make([]xsk.Desc, 0, 4), u: q.UMEM, p: q.Poller}
 		for j, ifi := range ifis {
 			p := &port{name: ifi.Name, ifindex: ifi.Index, sock: q.Sockets[j], prog: set.Programs()[j],
 				pend: make([]xsk.Desc, 0, 2*c.batch+64), comp: make([]uint64, 256), software: software[j]}
@@ -249,6 +250,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		sum.NotIP += f.c.notIP.Load()
 		sum.ParseErrors += f.c.parseErrors.Load()
 		sum.TXRingFull += f.c.txFull.Load()
+		sum.RecycleErrors += f.c.recycleErrors.Load()
 		sum.Policed += f.c.policed.Load()
 		sum.ICMPTXRingFull += f.c.icmpTXFull.Load()
 		sum.PartialFinished += f.c.partialFinished.Load()

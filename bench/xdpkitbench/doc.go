@@ -21,8 +21,9 @@
 //	        rewrites the Ethernet addresses in place (destination --dst-mac,
 //	        source the MAC of -o), keeps the frames (Packet.Keep) and puts
 //	        them on the TX ring of a second socket on -o that shares the
-//	        UMEM: zero copies. Completed frames return to the UMEM allocator,
-//	        from which the poller refills the Fill ring. --l3 routes as
+//	        UMEM: zero copies. Completed frames go back to the poller's
+//	        Fill ring in the order they completed (rxpath.Poller.Recycle),
+//	        not through the UMEM allocator. --l3 routes as
 //	        well, with xdpfwd's per-packet rewrite (apps/xdpfwd's handle):
 //	        pkt.Parse, pkt.DecTTL (IPv4 checksum updated incrementally),
 //	        pkt.SetMACs' rewrite, --dst-mac standing for the next hop that

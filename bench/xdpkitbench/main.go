@@ -577,7 +577,8 @@ type receiver struct {
 	// fwd
 	out       *xsk.Socket
 	u         *umem.UMEM
-	hdr       [12]byte // destination and source MAC of forwarded frames
+	p         *rxpath.Poller // completed frames go back through its Recycle while Run runs
+	hdr       [12]byte       // destination and source MAC of forwarded frames
 	pend      []xsk.Desc
 	comp      []uint64
 	inflight  int
@@ -645,8 +646,9 @@ func (r *receiver) EndRound() {
 
 var _ rxpath.RoundEnder = (*receiver)(nil)
 
-// reap gives completed frames back to the UMEM allocator, from which the
-// poller refills the Fill ring.
+// reap gives completed frames back to the poller for its Fill ring, in
+// the order they completed (rxpath.Poller.Recycle), or to the UMEM
+// allocator once Run has returned.
 func (r *receiver) reap() {
 	for {
 		n := r.out.Completion().Consume(r.comp)
@@ -655,7 +657,11 @@ func (r *receiver) reap() {
 		}
 		r.inflight -= n
 		r.completed += uint64(n)
-		if err := r.u.PutBatch(r.comp[:n]); err != nil {
+		err := r.p.Recycle(r.u, r.comp[:n])
+		if errors.Is(err, rxpath.ErrNotRunning) {
+			err = r.u.PutBatch(r.comp[:n])
+		}
+		if err != nil {
 			die("completion: %v", err)
 		}
 		if n < len(r.comp) {
@@ -788,6 +794,7 @@ func runRX(fwd bool) {
 	if err != nil {
 		die("poller: %v", err)
 	}
+	r.p = p
 	prog := attach(in)
 	restoreNAPI := func() {}
 	if !fwd && o.napiDefer >= 0 {
