@@ -61,6 +61,7 @@ type counters struct {
 	icmpTXFull, partialFinished            atomic.Uint64
 	policed                                atomic.Uint64 // dropped by -max-pps
 	recycleErrors                          atomic.Uint64 // completion batches Recycle refused
+	completed, recycled                    atomic.Uint64 // TX completions reaped; of them, taken by Recycle
 	_                                      cpu.CacheLinePad
 }
 
@@ -492,6 +493,7 @@ func (f *forwarder) kick(q *port) {
 // except after umem.ErrDoubleFree: a frame of the batch is on a Fill ring
 // or with the poller already, and the allocator would hand it out a
 // second time, so the batch stays out (Summary.AccountingOK tells).
+// completed counts every completion, recycled those Recycle took.
 func (f *forwarder) reap(q *port) {
 	for {
 		n := q.sock.Completion().Consume(q.comp)
@@ -499,10 +501,12 @@ func (f *forwarder) reap(q *port) {
 			return
 		}
 		q.inflight -= n
+		f.c.completed.Add(uint64(n))
 		done := q.comp[:n]
 		if f.p != nil {
 			err := f.p.Recycle(f.u, done)
 			if err == nil {
+				f.c.recycled.Add(uint64(n))
 				continue
 			}
 			if !errors.Is(err, rxpath.ErrNotRunning) {

@@ -44,12 +44,19 @@ type Summary struct {
 	PartialFinished uint64 // UDP/TCP checksums left partial by the sender, finished here
 	RouteLookups    uint64
 	RecycleErrors   uint64 // completion batches rxpath.Poller.Recycle refused
-	XDP             []PortXDP
-	Queues          []QueueSummary
-	Poller          string
-	CPUSeconds      float64
-	Accounting      string
-	AccountingOK    bool
+	// Completed are the TX completions taken back (frames, not packets);
+	// Recycled are those that went to the receiving poller's Fill ring
+	// through rxpath.Poller.Recycle. The rest went to the UMEM allocator
+	// (those reaped after the poller stopped, and those of batches Recycle
+	// refused, counted in RecycleErrors), except a batch refused as a
+	// double free, which stays out (AccountingOK tells).
+	Completed, Recycled uint64
+	XDP                 []PortXDP
+	Queues              []QueueSummary
+	Poller              string
+	CPUSeconds          float64
+	Accounting          string
+	AccountingOK        bool
 }
 
 // QueueSummary is one queue's share.
@@ -251,6 +258,8 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		sum.ParseErrors += f.c.parseErrors.Load()
 		sum.TXRingFull += f.c.txFull.Load()
 		sum.RecycleErrors += f.c.recycleErrors.Load()
+		sum.Completed += f.c.completed.Load()
+		sum.Recycled += f.c.recycled.Load()
 		sum.Policed += f.c.policed.Load()
 		sum.ICMPTXRingFull += f.c.icmpTXFull.Load()
 		sum.PartialFinished += f.c.partialFinished.Load()
