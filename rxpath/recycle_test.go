@@ -265,3 +265,53 @@ func TestRecycleFreeFrame(t *testing.T) {
 	}
 	t.Logf("Run: %v", err)
 }
+
+// TestRecycleFillFrames: a Recycle of more frames than the Poller keeps
+// for a Fill ring (its stash holds Weight+MaxSegments+FillBatch) puts no
+// more than Config.FillFrames on the ring; the rest go to the allocator
+// (bed's cleanup checks that every frame is free).
+func TestRecycleFillFrames(t *testing.T) {
+	const fillFrames = 64
+	b := newBed(t, bedConfig{rx: rxpath.Config{FillFrames: fillFrames, FillBatch: 8, Weight: 8, CopyThreshold: -1}})
+	fsize := uint64(b.u.FrameSize())
+	var once sync.Once
+	done := make(chan error, 1)
+	stop := b.run(rxpath.HandlerFunc(func(p *rxpath.Packet) {
+		once.Do(func() {
+			own := make([]uint64, 300) // several stashes' worth
+			if n := b.u.GetBatch(own); n != len(own) {
+				done <- fmt.Errorf("the allocator gave %d frames of %d", n, len(own))
+				return
+			}
+			for _, d := range p.Keep(nil) {
+				own = append(own, d.Addr&^(fsize-1))
+			}
+			if err := b.poller.Recycle(b.u, own); err != nil {
+				done <- err
+				return
+			}
+			// Fill counts the frames on the Fill ring and those the
+			// kernel moved to the RX ring that the Poller has not read.
+			if a := b.u.Accounting(); a.Fill > fillFrames {
+				done <- fmt.Errorf("%d frames on the Fill ring after Recycle, FillFrames is %d (%s)", a.Fill, fillFrames, a)
+				return
+			}
+			done <- nil
+		})
+	}))
+	snd := newSender(t, b.b, b.pair.A.AddrPort4(port), 1)
+	if err := snd.send(1, 64, 0, nil, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no packet reached the handler")
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
