@@ -164,32 +164,35 @@ func TestRecycle(t *testing.T) {
 	// first packet, below).
 	var recycles bool
 
-	// Errors while Run runs. The handler keeps the first packet's frame
-	// and gives it back with an address past the UMEM, then twice in one
-	// call (both refused: the frame stays the handler's), then once, then
-	// again (refused); and a UMEM of no socket of the Poller.
-	errc := make(chan [5]error, 1)
+	// Errors while Run runs. The handler gives the first packet's frame
+	// back before it keeps it (refused: the Poller recycles a packet not
+	// kept as Receive returns), then keeps it and gives it back with an
+	// address past the UMEM, then twice in one call (both refused: the
+	// frame stays the handler's), then once, then again (refused); and a
+	// UMEM of no socket of the Poller.
+	errc := make(chan [6]error, 1)
 	var once sync.Once
 	fsize := uint64(b.u.FrameSize())
 	stop = b.run(rxpath.HandlerFunc(func(p *rxpath.Packet) {
 		once.Do(func() {
 			recycles = rxpath.Recycles(b.poller)
+			rc := b.poller.Recycle
+			unkept := rc(b.u, []uint64{rxpath.FirstAddr(p) &^ (fsize - 1)})
 			d := p.Keep(nil)
 			if len(d) != 1 {
 				t.Errorf("Keep kept %d descriptors, want 1", len(d))
 				return
 			}
 			a := d[0].Addr &^ (fsize - 1)
-			rc := b.poller.Recycle
-			errc <- [5]error{rc(b.u, []uint64{a, b.u.Size()}), rc(b.u, []uint64{a, a}), rc(b.u, []uint64{a}), rc(b.u, []uint64{a}), rc(nil, nil)}
+			errc <- [6]error{unkept, rc(b.u, []uint64{a, b.u.Size()}), rc(b.u, []uint64{a, a}), rc(b.u, []uint64{a}), rc(b.u, []uint64{a}), rc(nil, nil)}
 		})
 	}))
 	if err := snd.send(1, 64, 0, nil, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	var errs [5]error
+	var all [6]error
 	select {
-	case errs = <-errc:
+	case all = <-errc:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no packet reached the handler")
 	}
@@ -199,6 +202,10 @@ func TestRecycle(t *testing.T) {
 	if recycles {
 		t.Error("a new Run refills as if Recycle had given frames back in it: the earlier Run's state")
 	}
+	if !errors.Is(all[0], umem.ErrDoubleFree) {
+		t.Errorf("Recycle of the frame of a packet not kept, in its Receive: %v, want umem.ErrDoubleFree", all[0])
+	}
+	errs := [5]error(all[1:])
 	if !errors.Is(errs[0], umem.ErrBadAddress) {
 		t.Errorf("Recycle of an address past the UMEM: %v, want umem.ErrBadAddress", errs[0])
 	}
