@@ -322,3 +322,45 @@ func TestRecycleFillFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRecycleAllocs: Recycle allocates nothing, also when its frames
+// overflow the stash (to the Fill ring and the allocator).
+func TestRecycleAllocs(t *testing.T) {
+	b := newBed(t, bedConfig{rx: rxpath.Config{FillFrames: 64, FillBatch: 8, Weight: 8, CopyThreshold: -1}})
+	var once sync.Once
+	done := make(chan error, 1)
+	stop := b.run(rxpath.HandlerFunc(func(p *rxpath.Packet) {
+		once.Do(func() {
+			// 200 calls of one frame each: the stash (80 frames) is
+			// flushed a few times.
+			one := make([]uint64, 1)
+			var err error
+			allocs := testing.AllocsPerRun(200, func() {
+				if b.u.GetBatch(one) != 1 {
+					err = errors.New("the allocator has no frame")
+				} else if e := b.poller.Recycle(b.u, one); e != nil {
+					err = e
+				}
+			})
+			if err == nil && allocs != 0 {
+				err = fmt.Errorf("Recycle: %v allocations a call", allocs)
+			}
+			done <- err
+		})
+	}))
+	snd := newSender(t, b.b, b.pair.A.AddrPort4(port), 1)
+	if err := snd.send(1, 64, 0, nil, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no packet reached the handler")
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
