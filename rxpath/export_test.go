@@ -52,3 +52,7 @@ func Recycles(p *Poller) bool {
 	}
 	return false
 }
+
+// FirstAddr is the address of the first descriptor of p, a packet lent to
+// Receive (not copied).
+func FirstAddr(p *Packet) uint64 { return p.descs[0].Addr }

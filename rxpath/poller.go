@@ -861,12 +861,15 @@ func (p *Poller) produce(s *sock, addrs []uint64) int {
 	return n
 }
 
-// flushStash gives the stash to the Fill ring, and what does not fit to
-// the allocator, frame by frame: a frame the allocator has free already
-// (given to Recycle twice, or while free) is refused and reported, the
-// others are given back.
+// flushStash gives the stash to the Fill ring, up to its target, and the
+// rest to the allocator, frame by frame: a frame the allocator has free
+// already (given to Recycle twice, or while free) is refused and
+// reported, the others are given back. Only a full stash is flushed (a
+// Recycle of many frames, or visits whose refills waited for a batch), so
+// reading the ring's consumer index here is rare.
 func (p *Poller) flushStash(s *sock) error {
-	n := p.produce(s, s.stash)
+	room := max(s.target-s.fill.Len(), 0)
+	n := p.produce(s, s.stash[:min(room, len(s.stash))])
 	s.pool.unstash(s.stash[n:])
 	_, err := putEach(s.pool.u, s.stash[n:])
 	s.stash = s.stash[:0]

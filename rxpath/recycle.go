@@ -40,7 +40,8 @@ var ErrNotRunning = errors.New("rxpath: Run is not running")
 // goroutine it is a data race. Recycle checks every address before it
 // takes any, and on an error takes none: an address outside u
 // (umem.ErrBadAddress), a frame on a Fill ring or given to Recycle already
-// and not yet back on a Fill ring, or named twice (umem.ErrDoubleFree), or
+// and not yet back on a Fill ring, named twice, or of the packet in
+// Receive that was not kept (umem.ErrDoubleFree), or
 // a u that none of the Poller's sockets uses (ErrConfig). It cannot see a
 // frame that the allocator has free: the Poller would then put the frame
 // on a Fill ring while the allocator may hand it out too. Give only frames
@@ -78,6 +79,8 @@ func (p *Poller) Recycle(u *umem.UMEM, addrs []uint64) error {
 				err = fmt.Errorf("rxpath: Recycle: %w: %#x is on a Fill ring", umem.ErrDoubleFree, a)
 			case pl.stashed[w]&b != 0:
 				err = fmt.Errorf("rxpath: Recycle: %w: %#x was given back already", umem.ErrDoubleFree, a)
+			case p.receiving(pl, i):
+				err = fmt.Errorf("rxpath: Recycle: %w: %#x is the packet in Receive, not kept", umem.ErrDoubleFree, a)
 			default:
 				pl.stashed[w] |= b
 				continue
@@ -91,4 +94,19 @@ func (p *Poller) Recycle(u *umem.UMEM, addrs []uint64) error {
 		p.recycle(s, a)
 	}
 	return nil
+}
+
+// receiving reports whether frame i of pl belongs to the packet that
+// Receive has now, lent and not kept: the Poller recycles its frames
+// when Receive returns.
+func (p *Poller) receiving(pl *pool, i uint64) bool {
+	if p.pkt.kept || p.pkt.Socket == nil || p.pkt.Socket.UMEM() != pl.u {
+		return false
+	}
+	for _, d := range p.pkt.descs {
+		if pl.frame(d.Addr) == i {
+			return true
+		}
+	}
+	return false
 }

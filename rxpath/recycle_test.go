@@ -164,32 +164,35 @@ func TestRecycle(t *testing.T) {
 	// first packet, below).
 	var recycles bool
 
-	// Errors while Run runs. The handler keeps the first packet's frame
-	// and gives it back with an address past the UMEM, then twice in one
-	// call (both refused: the frame stays the handler's), then once, then
-	// again (refused); and a UMEM of no socket of the Poller.
-	errc := make(chan [5]error, 1)
+	// Errors while Run runs. The handler gives the first packet's frame
+	// back before it keeps it (refused: the Poller recycles a packet not
+	// kept as Receive returns), then keeps it and gives it back with an
+	// address past the UMEM, then twice in one call (both refused: the
+	// frame stays the handler's), then once, then again (refused); and a
+	// UMEM of no socket of the Poller.
+	errc := make(chan [6]error, 1)
 	var once sync.Once
 	fsize := uint64(b.u.FrameSize())
 	stop = b.run(rxpath.HandlerFunc(func(p *rxpath.Packet) {
 		once.Do(func() {
 			recycles = rxpath.Recycles(b.poller)
+			rc := b.poller.Recycle
+			unkept := rc(b.u, []uint64{rxpath.FirstAddr(p) &^ (fsize - 1)})
 			d := p.Keep(nil)
 			if len(d) != 1 {
 				t.Errorf("Keep kept %d descriptors, want 1", len(d))
 				return
 			}
 			a := d[0].Addr &^ (fsize - 1)
-			rc := b.poller.Recycle
-			errc <- [5]error{rc(b.u, []uint64{a, b.u.Size()}), rc(b.u, []uint64{a, a}), rc(b.u, []uint64{a}), rc(b.u, []uint64{a}), rc(nil, nil)}
+			errc <- [6]error{unkept, rc(b.u, []uint64{a, b.u.Size()}), rc(b.u, []uint64{a, a}), rc(b.u, []uint64{a}), rc(b.u, []uint64{a}), rc(nil, nil)}
 		})
 	}))
 	if err := snd.send(1, 64, 0, nil, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	var errs [5]error
+	var all [6]error
 	select {
-	case errs = <-errc:
+	case all = <-errc:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no packet reached the handler")
 	}
@@ -199,6 +202,10 @@ func TestRecycle(t *testing.T) {
 	if recycles {
 		t.Error("a new Run refills as if Recycle had given frames back in it: the earlier Run's state")
 	}
+	if !errors.Is(all[0], umem.ErrDoubleFree) {
+		t.Errorf("Recycle of the frame of a packet not kept, in its Receive: %v, want umem.ErrDoubleFree", all[0])
+	}
+	errs := [5]error(all[1:])
 	if !errors.Is(errs[0], umem.ErrBadAddress) {
 		t.Errorf("Recycle of an address past the UMEM: %v, want umem.ErrBadAddress", errs[0])
 	}
@@ -264,4 +271,96 @@ func TestRecycleFreeFrame(t *testing.T) {
 		t.Fatalf("Run: %v, want umem.ErrDoubleFree", err)
 	}
 	t.Logf("Run: %v", err)
+}
+
+// TestRecycleFillFrames: a Recycle of more frames than the Poller keeps
+// for a Fill ring (its stash holds Weight+MaxSegments+FillBatch) puts no
+// more than Config.FillFrames on the ring; the rest go to the allocator
+// (bed's cleanup checks that every frame is free).
+func TestRecycleFillFrames(t *testing.T) {
+	const fillFrames = 64
+	b := newBed(t, bedConfig{rx: rxpath.Config{FillFrames: fillFrames, FillBatch: 8, Weight: 8, CopyThreshold: -1}})
+	fsize := uint64(b.u.FrameSize())
+	var once sync.Once
+	done := make(chan error, 1)
+	stop := b.run(rxpath.HandlerFunc(func(p *rxpath.Packet) {
+		once.Do(func() {
+			own := make([]uint64, 300) // several stashes' worth
+			if n := b.u.GetBatch(own); n != len(own) {
+				done <- fmt.Errorf("the allocator gave %d frames of %d", n, len(own))
+				return
+			}
+			for _, d := range p.Keep(nil) {
+				own = append(own, d.Addr&^(fsize-1))
+			}
+			if err := b.poller.Recycle(b.u, own); err != nil {
+				done <- err
+				return
+			}
+			// Fill counts the frames on the Fill ring and those the
+			// kernel moved to the RX ring that the Poller has not read.
+			if a := b.u.Accounting(); a.Fill > fillFrames {
+				done <- fmt.Errorf("%d frames on the Fill ring after Recycle, FillFrames is %d (%s)", a.Fill, fillFrames, a)
+				return
+			}
+			done <- nil
+		})
+	}))
+	snd := newSender(t, b.b, b.pair.A.AddrPort4(port), 1)
+	if err := snd.send(1, 64, 0, nil, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no packet reached the handler")
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRecycleAllocs: Recycle allocates nothing, also when its frames
+// overflow the stash (to the Fill ring and the allocator).
+func TestRecycleAllocs(t *testing.T) {
+	b := newBed(t, bedConfig{rx: rxpath.Config{FillFrames: 64, FillBatch: 8, Weight: 8, CopyThreshold: -1}})
+	var once sync.Once
+	done := make(chan error, 1)
+	stop := b.run(rxpath.HandlerFunc(func(p *rxpath.Packet) {
+		once.Do(func() {
+			// 200 calls of one frame each: the stash (80 frames) is
+			// flushed a few times.
+			one := make([]uint64, 1)
+			var err error
+			allocs := testing.AllocsPerRun(200, func() {
+				if b.u.GetBatch(one) != 1 {
+					err = errors.New("the allocator has no frame")
+				} else if e := b.poller.Recycle(b.u, one); e != nil {
+					err = e
+				}
+			})
+			if err == nil && allocs != 0 {
+				err = fmt.Errorf("Recycle: %v allocations a call", allocs)
+			}
+			done <- err
+		})
+	}))
+	snd := newSender(t, b.b, b.pair.A.AddrPort4(port), 1)
+	if err := snd.send(1, 64, 0, nil, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no packet reached the handler")
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
 }
