@@ -489,10 +489,12 @@ func (f *forwarder) kick(q *port) {
 // reap gives completed frames back: while the poller runs, to its Fill
 // ring in the order they completed (rxpath.Poller.Recycle), otherwise to
 // the UMEM allocator. A batch that Recycle refuses (it then takes none)
-// is counted in recycleErrors; its frames go to the allocator one by one,
-// except after umem.ErrDoubleFree: a frame of the batch is on a Fill ring
-// or with the poller already, and the allocator would hand it out a
-// second time, so the batch stays out (Summary.AccountingOK tells).
+// is counted in recycleErrors. After umem.ErrDoubleFree (a frame of the
+// batch is on a Fill ring or with the poller already) its frames are
+// offered to Recycle one by one, and only those it refuses as given back
+// twice stay out: the allocator would hand them out a second time
+// (Summary.AccountingOK tells). After any other error its frames go to
+// the allocator one by one.
 // completed counts every completion, recycled those Recycle took.
 func (f *forwarder) reap(q *port) {
 	for {
@@ -512,6 +514,7 @@ func (f *forwarder) reap(q *port) {
 			if !errors.Is(err, rxpath.ErrNotRunning) {
 				f.c.recycleErrors.Add(1)
 				if errors.Is(err, umem.ErrDoubleFree) {
+					f.recycleEach(done)
 					continue
 				}
 				for _, a := range done {
@@ -521,6 +524,21 @@ func (f *forwarder) reap(q *port) {
 			}
 		}
 		_ = f.u.PutBatch(done)
+	}
+}
+
+// recycleEach offers the frames of a batch that Recycle refused as a
+// double free to it one at a time: the good ones still go back, a frame
+// refused as given back twice stays out, one refused otherwise goes to
+// the allocator.
+func (f *forwarder) recycleEach(done []uint64) {
+	for i := range done {
+		switch err := f.p.Recycle(f.u, done[i:i+1]); {
+		case err == nil:
+			f.c.recycled.Add(1)
+		case !errors.Is(err, umem.ErrDoubleFree):
+			_ = f.u.Put(done[i])
+		}
 	}
 }
 
