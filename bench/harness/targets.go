@@ -32,15 +32,16 @@ type Target struct {
 	// per-block ratios.
 	RunLo float64 `json:"run_lo"`
 	RunHi float64 `json:"run_hi"`
-	// Met: Ratio >= 1 for Mpps; for CPU, Ratio <= 1 and xdpkit delivered
-	// at least 99% of C's packet rate (equal offered load, or more where
-	// only the generator facing C missed the rate: then the row's name
-	// says so, and the loads differ).
+	// Met: Ratio >= 1 for Mpps; for CPU, Ratio <= 1 and xdpkit lost at
+	// most 1% of the sent frames more than C, its generator having offered
+	// the rate wherever C's did (equal offered load, or more where only
+	// the generator facing C missed the rate: then the row's name says
+	// so, and the loads differ).
 	Met bool `json:"met"`
 	// Missed: a miss beyond the spread, which no pairing of the runs
 	// explains: not met, and every paired run on the wrong side of 1.00
 	// (RunHi < 1 for Mpps and speed, RunLo > 1 for CPU), or xdpkit
-	// delivered less than 99% of C's rate. A goal neither Met nor Missed
+	// lost more than that (a CPU row). A goal neither Met nor Missed
 	// is met within its spread.
 	Missed bool `json:"missed"`
 }
@@ -148,7 +149,12 @@ func targets(cases []XDPCase, paired []PairedResult) []Target {
 			}
 			t := Target{Name: name, What: "CPU", Ratio: gc / cc}
 			t.RunLo, t.RunHi = pairRange(c, func(r XDPRun) float64 { return r.ProgPerM.Total() })
-			delivered := c.GoSum.Mpps >= 0.99*c.CSum.Mpps
+			// xdpkit lost at most 1% of the sent frames more than C, and
+			// its generator offered the rate wherever C's did. Not the
+			// delivered rates: a generator that falls behind in some runs
+			// (it shares its CPU with veth's copy) lowers both sides'
+			// medians by different amounts at the same loss.
+			delivered := c.GoSum.Loss <= c.CSum.Loss+0.01 && (reached(c.GoSum, c.Rate) || !reached(c.CSum, c.Rate))
 			t.Met = t.Ratio <= 1 && delivered
 			t.judge(delivered)
 			out = append(out, t)
@@ -224,9 +230,9 @@ func writeTargets(b *strings.Builder, ts []Target) {
 		"rows are met at 1.00 or more (speed: C's ns over Go's). The forwarding rows at the maximum rate (fwd, hairpin, l3fwd) " +
 		"compare with the fastest C forwarder that ran the case, by its median: the C reference, or xsksample where it ran the case " +
 		"and was faster (then the row says so, and the spread pairs its runs with xdpkit's). CPU rows compare the receiver's " +
-		"CPU-seconds per million packets (its on-CPU time, read in ns) and are met at 1.00 or less, when xdpkit delivered at least 99% " +
-		"of C's rate. A goal not met is *met within spread* when its spread reaches the goal (some paired run met it); " +
-		"it is *not met* only when the whole spread misses it (or xdpkit delivered less than 99% of C's rate), " +
+		"CPU-seconds per million packets (its on-CPU time, read in ns) and are met at 1.00 or less, when xdpkit lost at most 1% of the sent " +
+		"frames more than C (and its generator offered the rate wherever C's did). A goal not met is *met within spread* when its spread " +
+		"reaches the goal (some paired run met it); it is *not met* only when the whole spread misses it (or xdpkit lost more), " +
 		"and only such a miss makes make bench exit non-zero.\n\n")
 	b.WriteString("| goal | compared | xdpkit/C | spread | |\n|---|---|---:|---|---|\n")
 	for _, t := range ts {
