@@ -10,7 +10,12 @@
 #	bench/profile/rx.sh c fwd 'fwd 64 B$'
 #	bench/profile/rx.sh xdpkit hairpin 'hairpin 1500 B'
 #	GOARGS=--thread=false bench/profile/rx.sh xdpkit rxdrop '300 kpps with NAPI'
+#	ONCPU=0 bench/profile/rx.sh xdpkit hairpin 'hairpin 1500 B'
 #
+# ONCPU=N records everything on CPU N instead of the program: CPU 0 runs
+# the generator and, on veth, the copy into the measured program's UMEM
+# (its Fill ring reads: xp_alloc). Its "program" share is then every
+# process's own code on that CPU.
 # GOARGS, if set, goes to the harness's -goargs (xdpkitbench's flags; the
 # harness runs it with --thread, and --thread=false undoes that).
 #
@@ -46,7 +51,11 @@ if [ -z "$pid" ]; then
 	exit 1
 fi
 sleep 2
-perf record -q -F 20000 -e cpu-clock -p "$pid" -o "$out/perf.data" -- sleep 3 >/dev/null 2>&1
+if [ -n "${ONCPU:-}" ]; then
+	perf record -q -F 20000 -e cpu-clock -a -C "$ONCPU" -o "$out/perf.data" -- sleep 3 >/dev/null 2>&1
+else
+	perf record -q -F 20000 -e cpu-clock -p "$pid" -o "$out/perf.data" -- sleep 3 >/dev/null 2>&1
+fi
 wait "$hp"
 hp=
 side=C
