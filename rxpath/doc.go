@@ -211,8 +211,9 @@
 // first with the frames it just received and those given to
 // Poller.Recycle, in order, then from the UMEM allocator (for a socket
 // whose frames come back through Recycle, only while its ring holds less
-// than half of Config.FillFrames or none, and before a sleep only the
-// frames that neither the kernel nor the poller holds), in batches of
+// than half of Config.FillFrames or none, and before a sleep only for
+// frames that are neither on its Fill or RX ring nor waiting in the
+// poller: a frame on a TX ring counts as missing), in batches of
 // Config.FillBatch. A refill that finds no frame to give is
 // counted (Stats.FillStarved), and the poller then sleeps briefly instead
 // of waiting for packets that cannot arrive.

@@ -30,9 +30,10 @@ var ErrNotRunning = errors.New("rxpath: Run is not running")
 // Recycle gave frames for a socket, its refills take frames from the
 // allocator only while its Fill ring holds less than half of
 // Config.FillFrames or none, and a refill before a sleep only as many as
-// the ring, the frames the kernel has not returned and those waiting in
-// the Poller leave short of Config.FillFrames: the frames in circulation
-// stay the same ones, in order.
+// its Fill and RX rings and the frames waiting in the Poller leave short
+// of Config.FillFrames (frames on a TX ring count as missing, and come
+// back beyond it): the frames in circulation stay the same ones, in
+// order.
 //
 // Call Recycle only on Run's goroutine: from the handler's Receive or
 // EndRound. Before Run and after it returned, it returns ErrNotRunning

@@ -48,8 +48,10 @@ type Summary struct {
 	// Recycled are those that went to the receiving poller's Fill ring
 	// through rxpath.Poller.Recycle. The rest went to the UMEM allocator
 	// (those reaped after the poller stopped, and those of batches Recycle
-	// refused, counted in RecycleErrors), except a batch refused as a
-	// double free, which stays out (AccountingOK tells).
+	// refused, counted in RecycleErrors), except after a double free:
+	// such a batch is offered to Recycle again frame by frame, and only
+	// its frames refused as given back twice stay out (AccountingOK
+	// tells).
 	Completed, Recycled uint64
 	XDP                 []PortXDP
 	Queues              []QueueSummary
