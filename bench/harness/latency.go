@@ -97,7 +97,7 @@ var latReceivers = []struct {
 }{
 	{"c-poll", "C, poll(2) when idle", true, nil},
 	{"c-spin", "C, spinning", true, []string{"--spin"}},
-	{"xdpkit", "xdpkit (rxpath.Poller, defaults)", false, nil},
+	{"xdpkit", "xdpkit (rxpath.Poller, defaults and Thread)", false, nil},
 }
 
 // latSize is the stamped frames' length: headers, the 16-byte header and
