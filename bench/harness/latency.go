@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -97,7 +98,7 @@ var latReceivers = []struct {
 }{
 	{"c-poll", "C, poll(2) when idle", true, nil},
 	{"c-spin", "C, spinning", true, []string{"--spin"}},
-	{"xdpkit", "xdpkit (rxpath.Poller, defaults and Thread)", false, nil},
+	{"xdpkit", "xdpkit (rxpath.Poller, defaults)", false, nil}, // see latDesc
 }
 
 // latSize is the stamped frames' length: headers, the 16-byte header and
@@ -266,7 +267,7 @@ func writeLatency(b *strings.Builder, l *Latency, runs int) {
 			desc := r.Name
 			for _, lr := range latReceivers {
 				if lr.name == r.Name {
-					desc = lr.desc
+					desc = latDesc(lr.desc, lr.c)
 				}
 			}
 			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %.0f | %.2f%% |\n", rateName(c.Rate), napi, desc,
@@ -274,6 +275,25 @@ func writeLatency(b *strings.Builder, l *Latency, runs int) {
 				latSpread(r.Med.P999, r.Lo.P999, r.Hi.P999, 0), latSpread(r.Med.CPUPerM, r.Lo.CPUPerM, r.Hi.CPUPerM, 2), r.medFrames(), 100*r.loss())
 		}
 	}
+}
+
+// latDesc completes xdpkit's receiver's description with whether it
+// sleeps with rxpath.Config.Thread: the last --thread flag of the
+// harness's xdpkitbench arguments and -goargs decides.
+func latDesc(desc string, isC bool) string {
+	if isC {
+		return desc
+	}
+	thread := false
+	for _, a := range slices.Concat(xdpkitArgs, goArgs) {
+		if v, ok := strings.CutPrefix(a, "--thread"); ok && (v == "" || strings.HasPrefix(v, "=")) {
+			thread = v == "" || v == "=true" || v == "=1"
+		}
+	}
+	if thread {
+		return strings.TrimSuffix(desc, ")") + " and Thread)"
+	}
+	return desc
 }
 
 func latSpread(med, lo, hi float64, d int) string {

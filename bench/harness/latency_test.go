@@ -128,3 +128,27 @@ func TestLatencyTargets(t *testing.T) {
 		t.Errorf("README's latency rows (want 3, one per rate):\n%s", readme)
 	}
 }
+
+// TestLatDesc: xdpkit's latency receiver is named with Thread when the
+// harness's arguments, -goargs last, turn it on, and without it when
+// -goargs turns it off.
+func TestLatDesc(t *testing.T) {
+	defer func(a []string) { goArgs = a }(goArgs)
+	for _, c := range []struct {
+		goArgs []string
+		want   string
+	}{
+		{nil, "xdpkit (rxpath.Poller, defaults and Thread)"},
+		{[]string{"--thread=false"}, "xdpkit (rxpath.Poller, defaults)"},
+		{[]string{"--thread=false", "--thread"}, "xdpkit (rxpath.Poller, defaults and Thread)"},
+		{[]string{"--threads=2"}, "xdpkit (rxpath.Poller, defaults and Thread)"},
+	} {
+		goArgs = c.goArgs
+		if got := latDesc("xdpkit (rxpath.Poller, defaults)", false); got != c.want {
+			t.Errorf("-goargs %q: %q, want %q", c.goArgs, got, c.want)
+		}
+	}
+	if got := latDesc("C, spinning", true); got != "C, spinning" {
+		t.Errorf("C receiver: %q", got)
+	}
+}
