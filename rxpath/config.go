@@ -74,18 +74,22 @@ type Config struct {
 	BusyPoll bool
 	// Spin locks Run to its OS thread and never sleeps.
 	Spin bool
-	// Thread makes Run, while packets flow (one came within the last
-	// 5 ms), sleep in ppoll(2) on its sockets on the thread that runs it,
-	// as a C receiver sleeps in poll(2), instead of parking its goroutine
-	// in the Go runtime's network poller: a wake-up costs one system call
-	// instead of the runtime's park, two epoll_pwait and the goroutine's
-	// scheduling. The goroutine keeps its thread and its P while it
-	// sleeps (see the package documentation): for a Poller with a CPU of
-	// its own. Once no packet came for 5 ms it sleeps in the runtime's
-	// poller, holding nothing. With GOMAXPROCS 1 the process's other
-	// goroutines then run only between the Poller's sleeps. Not with
-	// Spin. Off by default.
-	Thread bool
+	// RuntimeSleep makes Run sleep in the Go runtime's network poller
+	// also while packets flow. By default, while packets flow (one came
+	// within the last 5 ms), Run sleeps in ppoll(2) on its sockets on the
+	// thread that runs it, as a C receiver sleeps in poll(2): a wake-up
+	// costs one system call instead of the runtime's park, two
+	// epoll_pwait and the goroutine's scheduling. Meanwhile the goroutine
+	// keeps its P, as a goroutine that computes does: it yields before
+	// every such sleep, so that a goroutine that is ready runs first, and
+	// one made ready during the sleep (a timer, the network, a system
+	// call's return) runs once the sleep ends, on the next packet or at
+	// most 5 ms later (1 ms with GOMAXPROCS 1, where the Poller holds the
+	// only P). Once no packet came for 5 ms it sleeps in the runtime's
+	// poller, holding nothing (see the package documentation). With
+	// RuntimeSleep every sleep is the runtime's: the P is free during
+	// every sleep, at more CPU per wake-up. Not with Spin.
+	RuntimeSleep bool
 	// IdleRounds is how many empty rounds the Poller polls, after a
 	// round that took packets, before it sleeps. 0 (the default) decides
 	// from measurement: nap within a delay budget if one is set (see
@@ -188,8 +192,8 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("%w: Coalesce %v with MaxDelay %v (no naps)", ErrConfig, c.Coalesce, c.MaxDelay)
 	case c.CopyThreshold > 1<<16:
 		return fmt.Errorf("%w: CopyThreshold %d", ErrConfig, c.CopyThreshold)
-	case c.Spin && c.Thread:
-		return fmt.Errorf("%w: Spin and Thread (a spinning poller never sleeps)", ErrConfig)
+	case c.Spin && c.RuntimeSleep:
+		return fmt.Errorf("%w: Spin and RuntimeSleep (a spinning poller never sleeps)", ErrConfig)
 	}
 	c.Budget = max(c.Budget, c.Weight)
 	return nil

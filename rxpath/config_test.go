@@ -21,13 +21,13 @@ func TestConfigErrors(t *testing.T) {
 		{MaxDelay: 2 * time.Second},
 		{Coalesce: time.Millisecond, MaxDelay: -1},
 		{CopyThreshold: 1<<16 + 1},
-		{Spin: true, Thread: true},
+		{Spin: true, RuntimeSleep: true},
 	} {
 		if _, err := rxpath.New(&c); !errors.Is(err, rxpath.ErrConfig) {
 			t.Errorf("New(%+v): %v, want ErrConfig", c, err)
 		}
 	}
-	if _, err := rxpath.New(&rxpath.Config{Thread: true}); !errors.Is(err, rxpath.ErrNoSockets) {
-		t.Errorf("New(Thread) with no socket: %v, want ErrNoSockets", err)
+	if _, err := rxpath.New(&rxpath.Config{RuntimeSleep: true}); !errors.Is(err, rxpath.ErrNoSockets) {
+		t.Errorf("New(RuntimeSleep) with no socket: %v, want ErrNoSockets", err)
 	}
 }

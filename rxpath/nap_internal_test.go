@@ -119,13 +119,13 @@ func TestCloseConcurrent(t *testing.T) {
 	}
 }
 
-// TestThreadNap: a Config.Thread poller's nap of at most threadWait is a
-// ppoll on its own thread: it does not touch the timerfd (closed here, so
+// TestThreadNap: a nap of at most threadPoll, without Config.RuntimeSleep,
+// is a ppoll on the Poller's thread: it does not touch the timerfd (closed here, so
 // a timer nap would fail), lasts at least its length and counts. One that
 // Run's end cuts short is not counted, nor is the round after it taken
 // for a nap's (nappedAt).
 func TestThreadNap(t *testing.T) {
-	p := &Poller{cfg: Config{Thread: true}}
+	p := &Poller{cfg: Config{}}
 	p.napped = func(uintptr) bool { return p.stop.Load() || p.napOver() } // as New sets it
 	if err := p.initWait(); err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestThreadNap(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.epoch = time.Now()
-	const d = 2 * time.Millisecond
+	const d = threadPollOneP / 2
 	p.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(d))}
 	// A signal (the runtime's preemption) may cut a nap short: then it
 	// does not count, and the next try does.
@@ -145,10 +145,10 @@ func TestThreadNap(t *testing.T) {
 		}
 		start := time.Now()
 		if err := p.nap(); err != nil {
-			t.Fatalf("a Thread nap: %v", err)
+			t.Fatalf("a ppoll nap: %v", err)
 		}
 		if took := time.Since(start); p.n.naps == 1 && took < d {
-			t.Errorf("a Thread nap of %v took %v", d, took)
+			t.Errorf("a ppoll nap of %v took %v", d, took)
 		}
 	}
 	p.stop.Store(true) // Run's context ended: the nap ends cut short

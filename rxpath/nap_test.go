@@ -14,8 +14,9 @@ import (
 // (so that packets arriving during it wake no one), and the sleep must
 // put them back, or the poller sleeps through traffic until its timeout.
 //
-// With Config.Thread the nap is a ppoll on the Poller's thread instead,
-// and the sleep after it (no packet yet) is in the runtime's poller.
+// Without Config.RuntimeSleep the nap is a ppoll on the Poller's thread
+// instead, and the sleep after it (no packet yet) is in the runtime's
+// poller.
 func TestSleepAfterNapWakes(t *testing.T) {
 	for _, thread := range []bool{false, true} {
 		t.Run(fmt.Sprintf("thread=%v", thread), func(t *testing.T) { testSleepAfterNapWakes(t, thread) })
@@ -23,7 +24,7 @@ func TestSleepAfterNapWakes(t *testing.T) {
 }
 
 func testSleepAfterNapWakes(t *testing.T, thread bool) {
-	b := newBed(t, bedConfig{rx: rxpath.Config{Thread: thread}})
+	b := newBed(t, bedConfig{rx: rxpath.Config{RuntimeSleep: !thread}})
 	snd := newSender(t, b.b, b.pair.A.AddrPort4(port), 1)
 	type result struct {
 		woke bool
@@ -47,7 +48,7 @@ func testSleepAfterNapWakes(t *testing.T, thread bool) {
 		t.Error("the sleep after a nap ended on its timeout, not on the packet: the sockets were not watched again")
 	}
 	st := b.stats(t)
-	// A signal may cut a Thread nap short, which then does not count.
+	// A signal may cut a ppoll nap short, which then does not count.
 	if (st.Naps != 1 && !(thread && st.Naps == 0)) || st.Wakeups != 1 {
 		t.Errorf("naps %d, wakeups %d, want 1 and 1", st.Naps, st.Wakeups)
 	}

@@ -144,11 +144,11 @@ type Poller struct {
 	trc    syscall.RawConn
 	tfd    int
 	napped func(uintptr) bool
-	pfds   []unix.PollFd // Config.Thread: the sleep's ppoll set
-	// Config.Thread: the last ppoll timed out, so sleeps go through the
-	// runtime's poller until a socket wakes one (see thread.go).
+	pfds   []unix.PollFd // the flow sleep's ppoll set (see thread.go)
+	// No packet came for threadWait, so sleeps go through the runtime's
+	// poller until a socket wakes one (see thread.go).
 	threadIdle bool
-	yieldAt    time.Duration // Config.Thread: when the goroutine last yielded (since epoch)
+	yieldAt    time.Duration // when the goroutine last yielded before a flow sleep (since epoch)
 
 	closeMu  sync.Mutex // serialises Close
 	running  atomic.Bool
@@ -257,7 +257,7 @@ func New(cfg *Config, socks ...*xsk.Socket) (*Poller, error) {
 	if err := p.initWait(); err != nil {
 		return nil, err
 	}
-	if c.Thread {
+	if !c.RuntimeSleep {
 		p.pfds = make([]unix.PollFd, 0, len(p.socks))
 	}
 	p.ready = func(uintptr) bool {
@@ -518,8 +518,8 @@ func (p *Poller) loop() error {
 
 // nap sleeps for the nap's timer (Config.Coalesce or its default, cut to
 // the delay budget, Config.MaxDelay), plus a wake-up, on a timerfd watched
-// through the Go runtime's poller (with Config.Thread and a nap of at most
-// threadWait: in ppoll on the Poller's thread), so that packets gather on
+// through the Go runtime's poller (a nap of at most threadPoll, without
+// Config.RuntimeSleep: in ppoll on the Poller's thread), so that packets gather on
 // the RX rings meanwhile; the end of Run's context ends it early. The sockets are
 // disarmed in the epoll set first (arm): armed, every packet that arrives
 // during the nap would wake the runtime's poller thread for nothing (the
@@ -533,7 +533,7 @@ func (p *Poller) nap() error {
 	if err := p.arm(false); err != nil {
 		return err
 	}
-	if d := time.Duration(p.napSpec.Value.Nano()); p.cfg.Thread && d <= threadWait {
+	if d := time.Duration(p.napSpec.Value.Nano()); !p.cfg.RuntimeSleep && d <= threadPoll(oneP()) {
 		if !p.threadNap(d) {
 			g.napCut()
 			return nil

@@ -335,15 +335,15 @@ func TestMultiBuffer9000(t *testing.T) {
 func TestStarvation(t *testing.T) {
 	// Spin never sleeps, so it must refill from frames given back in its
 	// idle passes, not only after rounds that took packets.
-	// A Thread poller recovers too (by then it sleeps in the runtime's
-	// poller either way: this does not tell where its starved sleeps go).
-	for _, mode := range []string{"sleep", "spin", "thread"} {
+	// A RuntimeSleep poller recovers too (starved, both sleep in the
+	// runtime's poller: this does not tell where its starved sleeps go).
+	for _, mode := range []string{"sleep", "spin", "runtime"} {
 		t.Run(mode, func(t *testing.T) { starvation(t, mode) })
 	}
 }
 
 func starvation(t *testing.T, mode string) {
-	b := newBed(t, bedConfig{frames: 256, rx: rxpath.Config{FillFrames: 128, CopyThreshold: -1, Spin: mode == "spin", Thread: mode == "thread"}})
+	b := newBed(t, bedConfig{frames: 256, rx: rxpath.Config{FillFrames: 128, CopyThreshold: -1, Spin: mode == "spin", RuntimeSleep: mode == "runtime"}})
 	snd := newSender(t, b.b, b.pair.A.AddrPort4(port), 1)
 	var held atomic.Int64
 	keep := make(chan xsk.Desc, 4096)

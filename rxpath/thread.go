@@ -10,71 +10,91 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Config.Thread: while packets flow, Run sleeps in ppoll(2) on the thread
-// that runs it.
+// The flow sleep: while packets flow (unless Config.RuntimeSleep), Run
+// sleeps in ppoll(2) on the thread that runs it.
 //
 // The runtime's poller parks the goroutine, looks for other work, waits in
 // epoll_pwait (twice: a non-blocking look from the scheduler, then the
 // blocking wait) and, woken, readies and schedules the goroutine again.
-// A Thread Poller instead sleeps in one ppoll(2) on its sockets, as a C
-// receiver sleeps in poll(2). The call goes through RawSyscall: through
-// Syscall, its entry wakes the runtime's sysmon thread (see raw.go), which
-// then costs the receiver more than the runtime's poller does
-// (bench/wakebench -m wait-thread-syscall against -m wait-thread). So the
-// goroutine keeps its P while it sleeps, and the Go scheduler counts it as
-// running:
+// The flow sleep is one ppoll(2) on the sockets, as a C receiver sleeps in
+// poll(2) (make bench's Wake-up cost table measures both ways against
+// poll(2)). The call goes through RawSyscall: through Syscall, its entry
+// wakes the runtime's sysmon thread (see raw.go), which then costs the
+// receiver more than the runtime's poller does (bench/wakebench -m
+// wait-thread-syscall against -m wait-thread). So the goroutine keeps its
+// P while it sleeps, and the Go scheduler counts it as running, as it
+// counts a goroutine that computes:
 //
-//   - The scheduler's hold on a running goroutine is its preemption
-//     signal (sysmon's, after 10 ms without a reschedule; a garbage
-//     collection's, at each of its stops), which ends a ppoll with EINTR
-//     (ppoll is never restarted); the goroutine yields at its next
-//     function call. Each ppoll lasts at most threadWait, so that even
-//     where no signal is sent (GODEBUG=asyncpreemptoff=1) each of a
-//     collection's stops waits at most that long for it, and so does the
-//     end of Run's context (the Poller looks at it after each ppoll).
-//     Before each ppoll the Poller yields (runtime.Gosched) if it has not
-//     for threadYield, so that sysmon has no cause to signal it.
-//   - While a P is busy, sysmon wakes every 10 ms (it sleeps for good
-//     only once every P is idle): about 100 short wake-ups a second on
-//     some CPU for as long as packets flow.
-//   - Other goroutines get that P only at those yields, or from another
-//     P: a Thread Poller wants a CPU of its own, as a C receiver has.
-//     With GOMAXPROCS 1 (a process pinned to one CPU, as make bench runs
-//     xdpkitbench; a container of one CPU) there is no other P: the
-//     process's other goroutines run only at those yields and when a
-//     ppoll ends, on a packet or after threadWait. One that makes the
-//     Poller's next packet (a sender in the same process) then costs a
-//     ppoll's timeout per packet (TestThread without its GOMAXPROCS(2),
-//     under GOMAXPROCS=1: 602 sleeps and no wake-up from ppoll for 300
-//     datagrams).
+//   - A goroutine made ready while the Poller holds its P runs on another
+//     P if one is idle (an idle P also runs the others' due timers and
+//     polls the network); where every other P is busy it waits, as it
+//     would for a goroutine that computes. The Poller yields
+//     (runtime.Gosched, about 0.1 µs when nothing else is ready) before a
+//     ppoll once it has not for threadYield, so that sysmon has no cause
+//     to preempt it.
+//   - With GOMAXPROCS 1 there is no other P: the Poller yields before
+//     every ppoll, so that a goroutine that is ready runs first and the
+//     P's due timers run, and each ppoll lasts at most threadPollOneP. A
+//     goroutine made ready during a ppoll (its timer, the network, a
+//     system call's return) runs when the ppoll ends, on a packet or at
+//     most that late: a sender in the same process that waits on a timer
+//     sends at most that late (TestThread/GOMAXPROCS=1).
+//   - A garbage collection's stop sends the preemption signal, which ends
+//     a ppoll with EINTR (ppoll is never restarted); the goroutine stops
+//     at its next function call. Each ppoll lasts at most threadPoll, so
+//     that even where no signal is sent (GODEBUG=asyncpreemptoff=1) a stop
+//     waits at most that long for it, and so does the end of Run's context
+//     (the Poller looks at it after each ppoll).
+//   - While a P is busy, sysmon wakes every 10 ms (it sleeps for good only
+//     once every P is idle): about 100 short wake-ups a second on some CPU
+//     for as long as packets flow.
 //
 // Packets flow while the last one came within threadWait: once none has
 // (whatever ended the ppolls: their timeouts or signals), the sleeps go
-// through the runtime's poller, as without Thread, so that an idle Poller
-// holds no P and keeps sysmon asleep, until a socket wakes one of them.
-// So do the short sleeps of a starved Poller (no frame for a Fill ring).
-// A nap no longer than threadWait, while packets flow, is a ppoll on no
-// descriptor for the nap's length; a longer one waits on the timerfd
-// through the runtime's poller.
+// through the runtime's poller, so that an idle Poller holds no P and
+// keeps sysmon asleep, until a socket wakes one of them. So do the short
+// sleeps of a starved Poller (no frame for a Fill ring). A nap no longer
+// than threadPoll, while packets flow, is a ppoll on no descriptor for the
+// nap's length; a longer one waits on the timerfd through the runtime's
+// poller.
 const (
-	threadWait  = 5 * time.Millisecond
-	threadYield = 4 * time.Millisecond
+	threadWait     = 5 * time.Millisecond
+	threadYield    = 4 * time.Millisecond
+	threadPollOneP = time.Millisecond
+	// threadRan: a yield that took longer ran something else (or the
+	// thread lost its CPU): the sleep after it says nothing of what a
+	// sleep costs.
+	threadRan = 2 * time.Microsecond
 )
 
-// threadYieldNow yields the P if the goroutine has held it for
-// threadYield, now being time.Since(p.epoch) (see Config.Thread), and
-// reports whether it did.
-func (p *Poller) threadYieldNow(now time.Duration) bool {
-	if now-p.yieldAt >= threadYield {
-		runtime.Gosched()
-		p.yieldAt = now
-		return true
+// threadPoll is the longest ppoll of the flow sleep: threadWait, or
+// threadPollOneP with GOMAXPROCS 1 (oneP), where goroutines made ready
+// during it wait for its end.
+func threadPoll(oneP bool) time.Duration {
+	if oneP {
+		return threadPollOneP
 	}
-	return false
+	return threadWait
 }
 
-// threadSleep is sleep for a Thread Poller while packets flow: ppoll on
-// every socket, for at most threadWait; now is time.Since(p.epoch). A
+// oneP reports whether GOMAXPROCS is 1.
+func oneP() bool { return runtime.GOMAXPROCS(0) == 1 }
+
+// threadYield yields the P before a flow sleep if GOMAXPROCS is 1 (oneP)
+// or the goroutine has not yielded for threadYield, now being
+// time.Since(p.epoch), and reports whether other work ran meanwhile (the
+// yield took threadRan or longer).
+func (p *Poller) threadYield(now time.Duration, oneP bool) bool {
+	if !oneP && now-p.yieldAt < threadYield {
+		return false
+	}
+	runtime.Gosched()
+	p.yieldAt = time.Since(p.epoch)
+	return p.yieldAt-now >= threadRan
+}
+
+// threadSleep is the flow sleep: ppoll on every socket, for at most
+// threadPoll; now is time.Since(p.epoch). A
 // ppoll that a signal ended (EINTR: the scheduler's preemption) or that
 // timed out reports neither woke nor quiet.
 func (p *Poller) threadSleep(now time.Duration) (woke, quiet bool, err error) {
@@ -93,14 +113,15 @@ func (p *Poller) threadSleep(now time.Duration) (woke, quiet bool, err error) {
 		}
 		p.pfds = append(p.pfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 	}
-	yielded := p.threadYieldNow(now)
+	one := oneP()
+	yielded := p.threadYield(now, one)
 	p.c.syscalls++
 	p.asleep()
 	// A sleep that finds a packet already there does not wait; one that
 	// ran other goroutines first (a yield) says nothing of what a sleep
 	// costs.
 	p.blocked, p.yielded = !p.anyReady(), yielded
-	n, e := rawPpoll(p.pfds, threadWait)
+	n, e := rawPpoll(p.pfds, threadPoll(one))
 	switch {
 	case p.stop.Load(), e == unix.EINTR, e == 0 && n == 0:
 		return false, false, nil
@@ -117,17 +138,17 @@ func (p *Poller) threadSleep(now time.Duration) (woke, quiet bool, err error) {
 	return true, false, nil
 }
 
-// threadNap is a Thread Poller's nap of d <= threadWait: ppoll on no
-// descriptor. It reports false if the nap was cut short (Run's end, a
+// threadNap is a nap of d <= threadPoll while packets flow: ppoll on no
+// descriptor, after a yield. It reports false if the nap was cut short (Run's end, a
 // signal): then it says nothing of a nap's length or cost.
 func (p *Poller) threadNap(d time.Duration) bool {
-	p.threadYieldNow(time.Since(p.epoch))
+	p.threadYield(time.Since(p.epoch), oneP())
 	p.c.syscalls++
 	_, e := rawPpoll(nil, d)
 	return e != unix.EINTR && !p.stop.Load()
 }
 
-// rawPpoll is ppoll(2) through RawSyscall (see Config.Thread), with no
+// rawPpoll is ppoll(2) through RawSyscall (see the flow sleep), with no
 // signal mask. The kernel writes the time left into the timeout: it is
 // made afresh for every call.
 func rawPpoll(fds []unix.PollFd, timeout time.Duration) (int, unix.Errno) {

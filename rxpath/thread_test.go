@@ -3,6 +3,7 @@ package rxpath_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"sync/atomic"
@@ -12,21 +13,29 @@ import (
 	"github.com/xdpkit/xdpkit/rxpath"
 )
 
-// TestThread: a Config.Thread poller is woken from ppoll on its own
-// thread while packets flow (ThreadWakeups), also across garbage
-// collections (whose stop ends a ppoll with EINTR); once they stop it
-// sleeps in the runtime's poller (no more often than an idle poller
-// without Thread: closedWait), is woken from there by the next packet and
-// goes back to ppoll for the flow after it; a socket closed under it ends
-// Run with os.ErrClosed. Every datagram arrives.
+// TestThread: a default poller is woken from ppoll on its own thread
+// while packets flow (ThreadWakeups), also across garbage collections
+// (whose stop ends a ppoll with EINTR); once they stop it sleeps in the
+// runtime's poller (no more often than an idle poller with RuntimeSleep:
+// closedWait), is woken from there by the next packet and goes back to
+// ppoll for the flow after it; a socket closed under it ends Run with
+// os.ErrClosed. Every datagram arrives. The sender is this process's
+// goroutine, which sleeps on a timer between datagrams: with GOMAXPROCS 1
+// it runs only when the poller yields its P, before each ppoll, and its
+// timer fires during a ppoll, which then ends at threadPollOneP (see
+// thread.go). Were the ppoll longer than threadWait, or the poller not
+// yielding before it, no datagram would wake it from ppoll.
 func TestThread(t *testing.T) {
-	if runtime.GOMAXPROCS(0) < 2 {
-		// The senders are goroutines of this process: with one P they
-		// would run only between the Poller's sleeps, after each ppoll
-		// timed out (see Config.Thread).
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	for _, procs := range []int{2, 1} {
+		t.Run(fmt.Sprintf("GOMAXPROCS=%d", procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			testThread(t)
+		})
 	}
-	b := newBed(t, bedConfig{rx: rxpath.Config{Thread: true}})
+}
+
+func testThread(t *testing.T) {
+	b := newBed(t, bedConfig{})
 	snd := newSender(t, b.b, b.pair.A.AddrPort4(port), 1)
 	var got atomic.Int64
 	ctx, cancel := context.WithCancel(context.Background())

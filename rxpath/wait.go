@@ -78,12 +78,13 @@ const disarmAfter = 32
 // sleep waits until a socket has descriptors, the Run context ends or
 // the timeout passes. woke reports a wake-up by a socket; quiet, a sleep
 // that ended on the timeout with no wake-up since the deadline was set
-// (a deadline set by an earlier sleep may end this one sooner). A
-// Config.Thread poller sleeps in ppoll (threadSleep) while packets flow,
-// for at most threadWait, and reports such a timeout as neither; other
-// sleeps go through the runtime's poller (runtimeSleep).
+// (a deadline set by an earlier sleep may end this one sooner). While
+// packets flow the poller sleeps in ppoll (threadSleep, unless
+// Config.RuntimeSleep), for at most threadPoll, and reports such a
+// timeout as neither; other sleeps go through the runtime's poller
+// (runtimeSleep).
 func (p *Poller) sleep(timeout time.Duration) (woke, quiet bool, err error) {
-	if p.cfg.Thread && !p.threadIdle && timeout > threadWait {
+	if !p.cfg.RuntimeSleep && !p.threadIdle && timeout > threadWait {
 		// While packets flow (one came within threadWait), ppoll; a
 		// starved poller's short sleeps go to the runtime's poller.
 		now := time.Since(p.epoch)
@@ -94,7 +95,7 @@ func (p *Poller) sleep(timeout time.Duration) (woke, quiet bool, err error) {
 	}
 	woke, quiet, err = p.runtimeSleep(timeout)
 	if woke {
-		p.threadIdle = false // packets flow again: see Config.Thread
+		p.threadIdle = false // packets flow again: see thread.go
 	}
 	return woke, quiet, err
 }

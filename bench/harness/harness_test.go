@@ -180,6 +180,8 @@ func TestHistory(t *testing.T) {
 }
 
 func TestReport(t *testing.T) {
+	defer func(a []string) { goArgs = a }(goArgs)
+	goArgs = []string{"--runtime-sleep"}
 	r := &Results{
 		Machine: Machine{CPU: "Test CPU", CPUs: 2, Kernel: "6.18", Go: "go1.26", Commit: "abc"},
 		Runs:    5, Seconds: 2, Pinned: true,
@@ -204,7 +206,7 @@ func TestReport(t *testing.T) {
 		"| txonly 64 B sender | xdpkit | 1.050 | 0.50 | 0.00% | 0 | 0.700 | - |", "default 12 ns (125.0 GB/s)",
 		"avx2 24 ns (62.5 GB/s)", "FAIL (1 of 2 cells pass)", "| seen | 64 | hot | offload | 7.0 (8.0) | **9.0 (10.0)** | 5.0 (6.0) | - |",
 		"| unseen | 64 | cold | no-offload |", "| 0.900 | FAIL |",
-		"xdpkit's receiver and forwarders ran with `--thread` (`--thread` is rxpath.Config.Thread",
+		"xdpkit's receiver and forwarders ran with `--runtime-sleep` (`--runtime-sleep` is rxpath.Config.RuntimeSleep",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)

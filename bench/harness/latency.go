@@ -99,6 +99,9 @@ var latReceivers = []struct {
 	{"c-poll", "C, poll(2) when idle", true, nil},
 	{"c-spin", "C, spinning", true, []string{"--spin"}},
 	{"xdpkit", "xdpkit (rxpath.Poller, defaults)", false, nil}, // see latDesc
+	// The Poller sleeping in the Go runtime's poller also while packets
+	// flow: what the default's sleep in ppoll saves.
+	{"xdpkit-rt", "xdpkit (rxpath.Poller, RuntimeSleep)", false, []string{"--runtime-sleep"}},
 }
 
 // latSize is the stamped frames' length: headers, the 16-byte header and
@@ -267,7 +270,7 @@ func writeLatency(b *strings.Builder, l *Latency, runs int) {
 			desc := r.Name
 			for _, lr := range latReceivers {
 				if lr.name == r.Name {
-					desc = latDesc(lr.desc, lr.c)
+					desc = latDesc(lr.desc, lr.c, lr.args)
 				}
 			}
 			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %.0f | %.2f%% |\n", rateName(c.Rate), napi, desc,
@@ -278,20 +281,24 @@ func writeLatency(b *strings.Builder, l *Latency, runs int) {
 }
 
 // latDesc completes xdpkit's receiver's description with whether it
-// sleeps with rxpath.Config.Thread: the last --thread flag of the
-// harness's xdpkitbench arguments and -goargs decides.
-func latDesc(desc string, isC bool) string {
+// sleeps with rxpath.Config.RuntimeSleep: the last --runtime-sleep flag
+// of the harness's xdpkitbench arguments, -goargs and the receiver's own
+// arguments (extra, in that order, as latOnce passes them) decides.
+func latDesc(desc string, isC bool, extra []string) string {
 	if isC {
 		return desc
 	}
-	thread := false
-	for _, a := range slices.Concat(xdpkitArgs, goArgs) {
-		if v, ok := strings.CutPrefix(a, "--thread"); ok && (v == "" || strings.HasPrefix(v, "=")) {
-			thread = v == "" || v == "=true" || v == "=1"
+	rt := false
+	for _, a := range slices.Concat(xdpkitArgs, goArgs, extra) {
+		if v, ok := strings.CutPrefix(a, "--runtime-sleep"); ok && (v == "" || strings.HasPrefix(v, "=")) {
+			rt = v == "" || v == "=true" || v == "=1"
 		}
 	}
-	if thread {
-		return strings.TrimSuffix(desc, ")") + " and Thread)"
+	switch {
+	case rt && !strings.Contains(desc, "RuntimeSleep"):
+		return strings.TrimSuffix(desc, ")") + " and RuntimeSleep)"
+	case !rt && strings.Contains(desc, "RuntimeSleep"):
+		return strings.TrimSuffix(desc, ")") + ", turned off by -goargs)"
 	}
 	return desc
 }
@@ -394,11 +401,11 @@ func runLatency(ctx context.Context, c *config, dir string) (_ *Latency, err err
 func latOnce(ctx context.Context, p *vethns.Pair, lc LatCase, bin string, isC bool, extra []string, cbin string, secs, gen, meas int) (LatRun, error) {
 	var run LatRun
 	args := []string{"-m", "rxdrop", "-i", p.B.Name, "-q", "0", "-d", strconv.Itoa(secs + 10), "--latency"}
-	args = append(args, extra...)
 	if !isC {
 		args = append(args, xdpkitArgs...)
 		args = append(args, goArgs...)
 	}
+	args = append(args, extra...)
 	rx, err := start(ctx, p.B.NS, meas, bin, args...)
 	if err != nil {
 		return run, err

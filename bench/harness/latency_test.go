@@ -129,26 +129,30 @@ func TestLatencyTargets(t *testing.T) {
 	}
 }
 
-// TestLatDesc: xdpkit's latency receiver is named with Thread when the
-// harness's arguments, -goargs last, turn it on, and without it when
-// -goargs turns it off.
+// TestLatDesc: xdpkit's latency receivers are named with RuntimeSleep
+// when the harness's arguments, -goargs, then the receiver's own, turn it
+// on, and without it when they turn it off.
 func TestLatDesc(t *testing.T) {
 	defer func(a []string) { goArgs = a }(goArgs)
+	const def, rt = "xdpkit (rxpath.Poller, defaults)", "xdpkit (rxpath.Poller, RuntimeSleep)"
 	for _, c := range []struct {
-		goArgs []string
-		want   string
+		goArgs, extra []string
+		desc, want    string
 	}{
-		{nil, "xdpkit (rxpath.Poller, defaults and Thread)"},
-		{[]string{"--thread=false"}, "xdpkit (rxpath.Poller, defaults)"},
-		{[]string{"--thread=false", "--thread"}, "xdpkit (rxpath.Poller, defaults and Thread)"},
-		{[]string{"--threads=2"}, "xdpkit (rxpath.Poller, defaults and Thread)"},
+		{nil, nil, def, def},
+		{[]string{"--runtime-sleep"}, nil, def, "xdpkit (rxpath.Poller, defaults and RuntimeSleep)"},
+		{[]string{"--runtime-sleep", "--runtime-sleep=false"}, nil, def, def},
+		{[]string{"--runtime-sleeps=2"}, nil, def, def},
+		{nil, []string{"--runtime-sleep"}, rt, rt},
+		{[]string{"--runtime-sleep"}, []string{"--runtime-sleep"}, rt, rt},
+		{[]string{"--runtime-sleep=false"}, []string{"--runtime-sleep"}, rt, rt},
 	} {
 		goArgs = c.goArgs
-		if got := latDesc("xdpkit (rxpath.Poller, defaults)", false); got != c.want {
-			t.Errorf("-goargs %q: %q, want %q", c.goArgs, got, c.want)
+		if got := latDesc(c.desc, false, c.extra); got != c.want {
+			t.Errorf("-goargs %q, receiver's %q: %q, want %q", c.goArgs, c.extra, got, c.want)
 		}
 	}
-	if got := latDesc("C, spinning", true); got != "C, spinning" {
+	if got := latDesc("C, spinning", true, []string{"--spin"}); got != "C, spinning" {
 		t.Errorf("C receiver: %q", got)
 	}
 }

@@ -180,9 +180,9 @@ func writeXDP(b *strings.Builder, r *Results) {
 		"and the copy into the receiver's UMEM on the sending CPU (CPU 0 for RX-drop and forwarding). " +
 		"The whole machine's CPUs are counted: other work on it shows up there too.")
 	if args := slices.Concat(xdpkitArgs, goArgs); len(args) > 0 {
-		fmt.Fprintf(b, " xdpkit's receiver and forwarders ran with `%s` (`--thread` is rxpath.Config.Thread: while packets flow "+
-			"the Poller sleeps in ppoll on its own thread, as xdpbench sleeps in poll(2), instead of in the Go runtime's poller; "+
-			"`-goargs --thread=false` measures the latter).", strings.Join(args, " "))
+		fmt.Fprintf(b, " xdpkit's receiver and forwarders ran with `%s` (`--runtime-sleep` is rxpath.Config.RuntimeSleep: "+
+			"the Poller sleeps in the Go runtime's poller also while packets flow, instead of in ppoll on its own thread "+
+			"as xdpbench sleeps in poll(2)).", strings.Join(args, " "))
 	}
 	b.WriteString("\n")
 	hasTX := false

@@ -177,11 +177,11 @@ const procTimeout = 90 * time.Second
 var onlyImpl string
 
 // xdpkitArgs are xdpkitbench's arguments as the measured receiver or
-// forwarder (rxdrop, fwd, l3fwd) beyond the C program's: the Poller sleeps
-// as xdpbench does, in ppoll on its thread, while packets flow
-// (rxpath.Config.Thread; the report and history.jsonl say so). -goargs
-// --thread=false measures the runtime poller's way instead.
-var xdpkitArgs = []string{"--thread"}
+// forwarder (rxdrop, fwd, l3fwd) beyond the C program's (the report and
+// history.jsonl say so): none, the Poller's defaults. -goargs
+// --runtime-sleep measures the Poller sleeping in the Go runtime's poller
+// also while packets flow (rxpath.Config.RuntimeSleep).
+var xdpkitArgs []string
 
 // goArgs is -goargs: extra arguments for xdpkitbench as the measured
 // receiver or forwarder (rxdrop, fwd, hairpin, l3fwd), e.g. --max-delay=100us.

@@ -42,9 +42,10 @@
 //	        (no copy), the same rewrite (with the sender's MAC as
 //	        --dst-mac, the addresses swapped); "hairpin" in the JSON line.
 //
-// --thread (rxdrop, fwd) sets rxpath.Config.Thread: while packets flow the
-// Poller sleeps in ppoll on its own thread, as xdpbench sleeps in poll(2),
-// instead of in the Go runtime's poller. make bench's harness passes it.
+// --runtime-sleep (rxdrop, fwd) sets rxpath.Config.RuntimeSleep: the
+// Poller sleeps in the Go runtime's poller also while packets flow,
+// instead of in ppoll on its own thread as xdpbench sleeps in poll(2).
+// make bench's latency rows measure it beside the default.
 //
 // --latency (rxdrop) measures the one-way delay of xdpgen -timestamp's
 // (or xdpbench --stamp's) packets as xdpbench --latency does (latency.go): the send time in the

@@ -65,7 +65,7 @@ type options struct {
 	busyPoll          int           // rxdrop: busy-poll budget (0: off)
 	napiDefer         int           // rxdrop: napi_defer_hard_irqs of -i's NAPIs (-1: leave; set with napiFlush)
 	napiFlush         time.Duration // rxdrop: gro_flush_timeout of -i's NAPIs (-1: leave)
-	thread            bool          // rxdrop, fwd: rxpath.Config.Thread
+	runtimeSleep      bool          // rxdrop, fwd: rxpath.Config.RuntimeSleep
 	latency           bool          // rxdrop: one-way delay of stamped packets (latency.go)
 }
 
@@ -183,7 +183,7 @@ func parseArgs(args []string) {
 	num(&o.napiDefer, "", "napi-defer", -1, "rxdrop: set napi_defer_hard_irqs of -i's NAPIs for the run (xsk.SetNAPIDeferral; -1: leave; with --napi-gro-flush)")
 	fs.DurationVar(&o.napiFlush, "napi-gro-flush", -1, "rxdrop: set gro_flush_timeout of -i's NAPIs for the run (-1: leave; with --napi-defer)")
 	boolean(&o.latency, "", "latency", "rxdrop: one-way delay of xdpgen -timestamp's packets (p50, p99, p99.9) and the process's CPU time, as xdpbench --latency")
-	boolean(&o.thread, "", "thread", "rxdrop, fwd: rxpath.Config.Thread: while packets flow, sleep in ppoll(2) on the poller's own thread")
+	boolean(&o.runtimeSleep, "", "runtime-sleep", "rxdrop, fwd: rxpath.Config.RuntimeSleep: sleep in the Go runtime's poller also while packets flow, not in ppoll(2) on the poller's thread")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
@@ -784,7 +784,7 @@ func runRX(fwd bool) {
 		r.drop = make([]uint64, 0, 2*o.batch)
 		r.comp = make([]uint64, o.ring)
 	}
-	pc := &rxpath.Config{Weight: o.batch, CopyThreshold: -1, FillBatch: o.batch, Coalesce: o.coalesce, MaxDelay: o.maxDelay, Thread: o.thread}
+	pc := &rxpath.Config{Weight: o.batch, CopyThreshold: -1, FillBatch: o.batch, Coalesce: o.coalesce, MaxDelay: o.maxDelay, RuntimeSleep: o.runtimeSleep}
 	if !fwd {
 		pc.IdleRounds, pc.BusyPoll = o.idleRounds, o.busyPoll > 0
 	} else {
