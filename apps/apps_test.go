@@ -474,27 +474,36 @@ func TestForward(t *testing.T) {
 		b.checkLoss(t, n, rs, fs, lossBudget)
 		return fs
 	}
-	t.Run("udp100k", func(t *testing.T) { udp100k(t, func() *bed { return newBed(t) }) })
-	// The same with both pollers sleeping in ppoll on their own threads
-	// while packets flow (rxpath.Config.Thread).
-	t.Run("udp100k-thread", func(t *testing.T) {
-		fs := udp100k(t, func() *bed {
-			b := newBedAs(t, nil, "-thread")
-			b.recvArgs = []string{"-thread"}
-			return b
-		})
-		// 50 kpps: the forwarder sleeps between packets, in ppoll. A
-		// machine too slow to find the ring empty while packets flow
-		// hardly sleeps at all: the check needs wake-ups to judge.
+	// 50 kpps: the forwarder sleeps between packets, by default in ppoll
+	// on its own thread while packets flow; with -runtime-sleep always in
+	// the Go runtime's poller. A machine too slow to find the ring empty
+	// while packets flow hardly sleeps at all: the check needs wake-ups
+	// to judge.
+	wokeFrom := func(t *testing.T, fs fwdSummary, runtimeSleep bool) {
+		t.Helper()
 		m := regexp.MustCompile(`wakeups (\d+) \(thread (\d+),`).FindStringSubmatch(fs.Poller)
 		if m == nil {
-			t.Fatalf("xdpfwd -thread: no wake-up counts in %s", fs.Poller)
+			t.Fatalf("xdpfwd: no wake-up counts in %s", fs.Poller)
 		}
-		if wakeups, _ := strconv.Atoi(m[1]); wakeups >= 10 && m[2] == "0" {
-			t.Errorf("xdpfwd -thread: %d wake-ups, none from ppoll: %s", wakeups, fs.Poller)
-		} else if wakeups < 10 {
-			t.Logf("xdpfwd -thread: %d wake-ups, too few to judge the ppoll path", wakeups)
+		wakeups, _ := strconv.Atoi(m[1])
+		switch {
+		case runtimeSleep && m[2] != "0":
+			t.Errorf("xdpfwd -runtime-sleep: %s of %d wake-ups from ppoll: %s", m[2], wakeups, fs.Poller)
+		case wakeups < 10:
+			t.Logf("xdpfwd: %d wake-ups, too few to judge the ppoll path", wakeups)
+		case !runtimeSleep && m[2] == "0":
+			t.Errorf("xdpfwd: %d wake-ups, none from ppoll: %s", wakeups, fs.Poller)
 		}
+	}
+	t.Run("udp100k", func(t *testing.T) { wokeFrom(t, udp100k(t, func() *bed { return newBed(t) }), false) })
+	// The same with both pollers sleeping in the Go runtime's poller
+	// (rxpath.Config.RuntimeSleep).
+	t.Run("udp100k-runtime-sleep", func(t *testing.T) {
+		wokeFrom(t, udp100k(t, func() *bed {
+			b := newBedAs(t, nil, "-runtime-sleep")
+			b.recvArgs = []string{"-runtime-sleep"}
+			return b
+		}), true)
 	})
 
 	t.Run("udp6imix", func(t *testing.T) {

@@ -75,7 +75,7 @@
 // again or nap completes, as napi_complete_done does: the poller gives
 // every Fill ring its frames back, wakes the kernel where a Fill ring
 // asks for it (need_wakeup), and sleeps until a socket is readable or the
-// context ends. Sleeping holds no OS thread (but see Config.Thread
+// context ends. Such a sleep holds no OS thread (but see the flow sleep
 // below): the sockets' descriptors are watched by one epoll instance
 // whose own descriptor is registered with the Go runtime's network
 // poller, so one parked goroutine waits for any
@@ -93,20 +93,27 @@
 // locks the goroutine to its OS thread and never sleeps: the lowest
 // latency at the price of a CPU.
 //
-// Config.Thread is for a Poller with a CPU of its own that should spend
-// on it no more than a C receiver would: while packets flow, it sleeps in
-// one ppoll(2) on its sockets on the thread that runs it, as a C receiver
-// sleeps in poll(2), instead of parking the goroutine in the runtime's
-// poller (which costs two epoll_pwait calls and the goroutine's park and
-// wake-up per sleep). The goroutine keeps its P meanwhile; a ppoll lasts
-// at most 5 ms, the Poller yields every 4 ms or so, and the runtime's
-// preemption signal (a garbage collection's stop) ends a ppoll at once.
-// Once no packet has come for 5 ms, and for the short sleeps of a starved
-// Poller, it sleeps in the runtime's poller, holding nothing, until
-// packets come back. With GOMAXPROCS 1 the ppoll holds the only P: the
-// process's other goroutines run between the Poller's sleeps (at most
-// 5 ms apart). Stats.ThreadWakeups counts the wake-ups from ppoll. This is the one place the package parks a thread in a system
-// call rather than in the runtime's poller, by request only.
+// While packets flow (one came within the last 5 ms) the Poller sleeps
+// instead in one ppoll(2) on its sockets on the thread that runs it, as a
+// C receiver sleeps in poll(2): the runtime's poller costs two
+// epoll_pwait calls and the goroutine's park and wake-up per sleep, about
+// half as much again as poll(2) in CPU per wake-up (make bench's Wake-up
+// cost table), which a receiver woken for every few packets pays per
+// packet. The goroutine keeps its P meanwhile, as a goroutine that
+// computes does; a ppoll lasts at most 5 ms, the Poller yields every 4 ms
+// or so, and the runtime's preemption signal (a garbage collection's
+// stop) ends a ppoll at once. With GOMAXPROCS 1, where the Poller holds
+// the only P, it yields before every ppoll, so that goroutines that are
+// ready run first, and a ppoll lasts at most 1 ms: a goroutine made ready
+// during one (a timer, the network) runs at most that late. Once no
+// packet has come for 5 ms, and for the short sleeps of a starved Poller,
+// it sleeps in the runtime's poller, holding nothing, until packets come
+// back. Stats.ThreadWakeups counts the wake-ups from ppoll.
+// Config.RuntimeSleep makes every sleep the runtime's, for a program that
+// wants the P free during every sleep at more CPU per wake-up. A goroutine
+// locked to its thread (runtime.LockOSThread) pays a thread switch for
+// each yield: with GOMAXPROCS 1 run such a Poller with RuntimeSleep, or
+// raise GOMAXPROCS (package mq does, by one per queue).
 //
 // # The governor
 //

@@ -66,7 +66,7 @@ type governor struct {
 	// gave, and the CPU time of a sleep (the least of the last
 	// len(sleepCPUs) samples; 0: none yet). sleptAt is the start of the
 	// round before the last sleep; blocked whether that sleep waited,
-	// yielded whether it ran other goroutines first (Config.Thread);
+	// yielded whether it ran other goroutines first (the flow sleep);
 	// idleStarved whether a sleep an empty Fill ring forced came since
 	// the last packet.
 	spin        spinHist

@@ -29,14 +29,14 @@ type Stats struct {
 	Spins      uint64 // empty rounds polled again at once instead of sleeping
 	Preempted  uint64 // spins the scheduler interrupted (another task wants the CPU: the poller then sleeps at once for 1000 SleepCosts)
 	Sleeps     uint64 // times the poller went to sleep
-	// ThreadWakeups counts the Wakeups of a Config.Thread poller from a
+	// ThreadWakeups counts the Wakeups of the poller from a
 	// ppoll(2) on its own thread (while packets flowed) rather than from
 	// a sleep in the Go runtime's poller.
 	ThreadWakeups uint64
 	Naps          uint64 // naps: timed sleeps while packets flow (the timer: Config.Coalesce or its default, cut to the delay budget)
 	NapsEmpty     uint64 // naps after which the next round took nothing
 	Wakeups       uint64 // sleeps ended by a readable socket
-	Syscalls      uint64 // system calls made by the poller: RX wake-ups, busy polls, epoll_ctl arming the sockets for a sleep or disarming them for a nap or a busy stretch (see disarmAfter), a nap's timerfd calls, the CPU-clock reads that time naps and sleeps, a Config.Thread poller's ppolls (the blocking waits in the Go runtime's poller are not counted)
+	Syscalls      uint64 // system calls made by the poller: RX wake-ups, busy polls, epoll_ctl arming the sockets for a sleep or disarming them for a nap or a busy stretch (see disarmAfter), a nap's timerfd calls, the CPU-clock reads that time naps and sleeps, the ppolls of the flow sleep (the blocking waits in the Go runtime's poller are not counted)
 	FillEmpty     uint64 // refills that found a Fill ring empty
 	FillStarved   uint64 // refills that found no frame to put on an empty Fill ring
 	// SleepCost is how long a sleep in the Go runtime's poller and its

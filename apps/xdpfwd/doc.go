@@ -70,10 +70,11 @@
 // it is its own budget; with a negative -max-delay it is refused; naps are
 // still skipped while they overrun on a contended CPU); -coalesce -1ns or
 // a negative -max-delay never naps.
-// -thread makes the poller sleep, while packets flow, in ppoll on its own
-// thread rather than in the Go runtime's poller (rxpath.Config.Thread): a
-// wake-up then costs about what a C receiver's poll(2) does, and the
-// goroutine holds its thread and P meanwhile.
+// While packets flow, the poller sleeps in ppoll on its own thread, as a C
+// receiver sleeps in poll(2), holding its thread and P meanwhile;
+// -runtime-sleep makes it sleep in the Go runtime's poller instead
+// (rxpath.Config.RuntimeSleep): the P is free during every sleep, at more
+// CPU per wake-up.
 // The poller reads the first byte of every packet of a batch before the
 // forwarder parses the first (rxpath.Config.Prefetch): the kernel wrote
 // the frames on another CPU, and the batch's cache misses then overlap

@@ -13,32 +13,32 @@ import (
 const usage = `xdpfwd: forward packets between interfaces through AF_XDP, without copying payload.
 
 Usage: xdpfwd -i IFACE [-o IFACE] [-mode l3|l2] [-dst-mac MAC] [-q N | -queues N|LIST] [-cpus LIST|none]
-              [-duration D] [-metrics 127.0.0.1:PORT] [-coalesce D] [-max-delay D] [-thread] [-max-pps PPS [-max-burst N]]`
+              [-duration D] [-metrics 127.0.0.1:PORT] [-coalesce D] [-max-delay D] [-runtime-sleep] [-max-pps PPS [-max-burst N]]`
 
 type config struct {
-	in, out   string
-	qf        cli.QueueFlags
-	nic       cli.NICFlags
-	frameSize int // from -frame-size and the drivers
-	queues    []int
-	cpus      []int // nil: not pinned
-	mode      string
-	dstMAC    string
-	duration  time.Duration
-	metrics   string
-	frames    int
-	ring      int
-	batch     int
-	icmpRate  int
-	xdpMode   string
-	quiet     bool
-	coalesce  time.Duration
-	maxDelay  time.Duration
-	thread    bool
-	maxPPSS   string
-	maxPPS    float64 // 0: no limit
-	maxBurst  float64
-	dstMACVal [6]byte
+	in, out      string
+	qf           cli.QueueFlags
+	nic          cli.NICFlags
+	frameSize    int // from -frame-size and the drivers
+	queues       []int
+	cpus         []int // nil: not pinned
+	mode         string
+	dstMAC       string
+	duration     time.Duration
+	metrics      string
+	frames       int
+	ring         int
+	batch        int
+	icmpRate     int
+	xdpMode      string
+	quiet        bool
+	coalesce     time.Duration
+	maxDelay     time.Duration
+	runtimeSleep bool
+	maxPPSS      string
+	maxPPS       float64 // 0: no limit
+	maxBurst     float64
+	dstMACVal    [6]byte
 }
 
 func main() {
@@ -62,7 +62,7 @@ func main() {
 	fs.BoolVar(&c.quiet, "quiet", false, "no status line per second")
 	fs.DurationVar(&c.maxDelay, "max-delay", 0, "the most a packet may wait on the RX ring by the receive poller's choice (rxpath.Config.MaxDelay): the poller naps while packets flow, no longer than this; 0 (default): no naps unless -coalesce is set; negative: never")
 	fs.DurationVar(&c.coalesce, "coalesce", 0, "the receive poller's nap timer while packets flow (rxpath.Config.Coalesce): alone it is its own budget; 0 its default (4 sleep costs, cut to -max-delay), negative never nap")
-	fs.BoolVar(&c.thread, "thread", false, "while packets flow, the receive poller sleeps in ppoll on its own thread instead of in the Go runtime's poller (rxpath.Config.Thread): less CPU per wake-up, a thread and a P held meanwhile")
+	fs.BoolVar(&c.runtimeSleep, "runtime-sleep", false, "the receive poller sleeps in the Go runtime's poller also while packets flow, instead of in ppoll on its own thread (rxpath.Config.RuntimeSleep): the P is free during every sleep, at more CPU per wake-up")
 	fs.StringVar(&c.maxPPSS, "max-pps", "", "forward at most this many packets/s (10k, 1M), dropping the rest (a token bucket; a known bottleneck for tests and xdpndr)")
 	fs.Float64Var(&c.maxBurst, "max-burst", 0, "with -max-pps: the bucket's size in packets (0: 50ms at -max-pps, at least 64): the stall of the forwarder it rides out, and the excess it lets through")
 	app.Parse(os.Args[1:])

@@ -135,7 +135,7 @@ func run(ctx context.Context, c *config) (*Summary, error) {
 		Program: &xsk.ProgramConfig{Mode: mode, Filter: filter},
 		// Each Fill ring holds one ring's worth of frames; the rest of the
 		// UMEM is for frames in flight on the TX rings.
-		Poller: rxpath.Config{CopyThreshold: -1, FillFrames: c.ring, Coalesce: c.coalesce, MaxDelay: c.maxDelay, Thread: c.thread, Prefetch: true},
+		Poller: rxpath.Config{CopyThreshold: -1, FillFrames: c.ring, Coalesce: c.coalesce, MaxDelay: c.maxDelay, RuntimeSleep: c.runtimeSleep, Prefetch: true},
 	}
 	if c.maxPPS > 0 {
 		// -max-pps polices by arrival time: the XDP program's clock.

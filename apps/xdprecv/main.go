@@ -13,28 +13,28 @@ import (
 const usage = `xdprecv: receive, count and verify UDP traffic (and TCP SYNs, ICMP echoes, raw frames) through AF_XDP.
 
 Usage: xdprecv -i IFACE [-q N | -queues N|LIST] [-cpus LIST|none] [-port N] [-count N] [-duration D] [-pcap FILE] [-snaplen N] [-metrics 127.0.0.1:PORT]
-               [-latency [-latency-clock auto|device|xdp|user]] [-coalesce D] [-max-delay D] [-thread] [-napi-defer N -napi-gro-flush D]
+               [-latency [-latency-clock auto|device|xdp|user]] [-coalesce D] [-max-delay D] [-runtime-sleep] [-napi-defer N -napi-gro-flush D]
                [-json] [-tcp] [-all]`
 
 type config struct {
-	iface    string
-	qf       cli.QueueFlags
-	nic      cli.NICFlags
-	queues   []int
-	cpus     []int // nil: not pinned
-	port     int
-	count    uint64
-	duration time.Duration
-	pcap     string
-	snaplen  int
-	metrics  string
-	frames   int
-	ring     int
-	xdpMode  string
-	quiet    bool
-	coalesce time.Duration
-	maxDelay time.Duration
-	thread   bool
+	iface        string
+	qf           cli.QueueFlags
+	nic          cli.NICFlags
+	queues       []int
+	cpus         []int // nil: not pinned
+	port         int
+	count        uint64
+	duration     time.Duration
+	pcap         string
+	snaplen      int
+	metrics      string
+	frames       int
+	ring         int
+	xdpMode      string
+	quiet        bool
+	coalesce     time.Duration
+	maxDelay     time.Duration
+	runtimeSleep bool
 	// napiDefer and napiFlush: the interface's NAPI deferral while
 	// xdprecv runs (napiDefer < 0: left as it is).
 	napiDefer int
@@ -67,7 +67,7 @@ func main() {
 	fs.BoolVar(&c.quiet, "quiet", false, "no status line per second")
 	fs.DurationVar(&c.maxDelay, "max-delay", 0, "the most a packet may wait on the RX ring by the receive poller's choice (rxpath.Config.MaxDelay): the poller naps while packets flow, no longer than this; 0 (default): no naps unless -coalesce is set; negative: never")
 	fs.DurationVar(&c.coalesce, "coalesce", 0, "the receive poller's nap timer while packets flow (rxpath.Config.Coalesce): alone it is its own budget; 0 its default (4 sleep costs, cut to -max-delay), negative never nap")
-	fs.BoolVar(&c.thread, "thread", false, "while packets flow, the receive poller sleeps in ppoll on its own thread instead of in the Go runtime's poller (rxpath.Config.Thread): less CPU per wake-up, a thread and a P held meanwhile")
+	fs.BoolVar(&c.runtimeSleep, "runtime-sleep", false, "the receive poller sleeps in the Go runtime's poller also while packets flow, instead of in ppoll on its own thread (rxpath.Config.RuntimeSleep): the P is free during every sleep, at more CPU per wake-up")
 	fs.IntVar(&c.napiDefer, "napi-defer", -1, "while xdprecv runs, the interface's napi_defer_hard_irqs (xsk.SetNAPIDeferral; with -napi-gro-flush): the kernel hands the RX ring batches, one wake-up each (-1: leave it)")
 	fs.DurationVar(&c.napiFlush, "napi-gro-flush", -1, "while xdprecv runs, the interface's gro_flush_timeout: a packet may wait that long (with -napi-defer; -1: leave it)")
 	fs.BoolVar(&c.latency, "latency", false, "measure the one-way latency of xdpgen -timestamp packets (turns on RX metadata)")

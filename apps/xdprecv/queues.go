@@ -126,7 +126,7 @@ func run(ctx context.Context, cancel context.CancelFunc, c *config) (*Summary, e
 		Socket:  xsk.Config{NoTX: true, RXSize: sz, FillSize: sz, MultiBuffer: ifi.MTU+14+8 > frameSize-256},
 		Program: &xsk.ProgramConfig{Filter: filter, Mode: mode, Metadata: c.latency},
 	}
-	cfg.Poller.Metadata, cfg.Poller.Coalesce, cfg.Poller.Thread = c.latency, c.coalesce, c.thread
+	cfg.Poller.Metadata, cfg.Poller.Coalesce, cfg.Poller.RuntimeSleep = c.latency, c.coalesce, c.runtimeSleep
 	cfg.Poller.MaxDelay = c.maxDelay
 	cli.QueueConfig(cfg, c.queues, c.cpus)
 	set, err := mq.Open(cfg)
