@@ -297,7 +297,7 @@ func TestWakeReport(t *testing.T) {
 	}
 	check("| C, poll(2) | 3 | 50-100 | 6.00 / 8.00 / 10.00 |",
 		"| Go, runtime poller | 3 | 90-100 | 9.00 / 10.00 / 12.00 |",
-		"| Go, ppoll on its thread (rxpath Config.Thread) | 3 | 100-100 | 5.00 / 7.00 / 9.00 |",
+		"| Go, ppoll on its thread (rxpath.Poller while packets flow) | 3 | 100-100 | 5.00 / 7.00 / 9.00 |",
 		"Go/C of the medians: 1.25 (+2.00 µs per wake-up); spread 1.20-1.50.",
 		"Go thread/C of the medians: 0.88 (-1.00 µs per wake-up); spread 0.83-0.90.")
 }

@@ -24,7 +24,8 @@ import (
 // (bench/c/wakebench.c), Go's (bench/wakebench) either on an epoll set
 // registered with the runtime's network poller ("go") or in ppoll on its
 // own thread ("go-thread"), the ways the C reference's receiver and an
-// rxpath.Poller without and with Config.Thread sleep. It isolates the
+// rxpath.Poller with Config.RuntimeSleep and by default (while packets
+// flow) sleep. It isolates the
 // part of what the NAPI deferral rows' receivers pay per wake-up that is
 // the wake-up itself.
 type Wake struct {
@@ -184,7 +185,7 @@ func (w *readyWriter) String() string {
 var wakeWaiters = []struct{ impl, name, short string }{
 	{"c", "C, poll(2)", "C"},
 	{"go", "Go, runtime poller", "Go"},
-	{"go-thread", "Go, ppoll on its thread (rxpath Config.Thread)", "Go thread"},
+	{"go-thread", "Go, ppoll on its thread (rxpath.Poller while packets flow)", "Go thread"},
 }
 
 // writeWake writes the wake-up cost table.
@@ -196,8 +197,8 @@ func writeWake(b *strings.Builder, w *Wake) {
 	fmt.Fprintf(b, "\n### Wake-up cost\n\n"+
 		"In each run %s that writes %d bytes one at a time, %v apart "+
 		"(`-only wake`: bench/c/wakebench.c sleeps in poll(2), as the C reference's receiver does; bench/wakebench "+
-		"on an epoll set registered with the Go runtime's poller, as an rxpath.Poller does, or in ppoll on its own thread, as one with "+
-		"Config.Thread does while packets flow). CPU is the waiter's process CPU time per "+
+		"on an epoll set registered with the Go runtime's poller, as an rxpath.Poller does when idle or with Config.RuntimeSleep, "+
+		"or in ppoll on its own thread, as one does by default while packets flow). CPU is the waiter's process CPU time per "+
 		"wake-up (all its threads), min / median / max over the runs; *spread* is the range of Go/C over the rounds as they ran "+
 		"(each round runs every waiter once, the first waiter rotating, after a warm-up round).\n\n", where, w.Count, time.Duration(w.GapNs))
 	b.WriteString("| waiter | runs | wake-ups per run | CPU µs per wake-up | context switches per wake-up |\n|---|---:|---:|---:|---:|\n")

@@ -6,7 +6,7 @@
 // bench/c/xdpbench.c sleeps (bench/c/wakebench.c is the C half).
 //
 //	wakebench -m wait FIFO N       # sleep as a Poller does until N bytes came
-//	wakebench -m wait-thread FIFO N  # as a Poller with Config.Thread does
+//	wakebench -m wait-thread FIFO N  # as a Poller does while packets flow
 //	wakebench -m wake FIFO N GAP   # write N bytes one at a time, GAP apart
 //
 // -m wait-thread sleeps in ppoll(2) on the pipe through RawSyscall on the

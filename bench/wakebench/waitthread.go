@@ -13,7 +13,7 @@ import (
 )
 
 // waitThread reads want bytes from the named pipe path, sleeping as an
-// rxpath.Poller with Config.Thread sleeps while packets flow
+// rxpath.Poller sleeps while packets flow
 // (rxpath/thread.go): in ppoll(2) on the pipe, on the goroutine's thread,
 // through RawSyscall (syscall false) with a 5 ms timeout, yielding the P
 // (runtime.Gosched) every 4 ms. With syscall true the ppoll goes through

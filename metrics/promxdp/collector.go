@@ -72,7 +72,7 @@ var pollerFields = []field[rxpath.Stats]{
 	{desc("poller", "naps_total", "Timed naps taken while packets flow (timer: Config.Coalesce or its default, within Config.MaxDelay).", LabelPoller), func(s *rxpath.Stats) uint64 { return s.Naps }},
 	{desc("poller", "naps_empty_total", "Naps after which the next round took nothing.", LabelPoller), func(s *rxpath.Stats) uint64 { return s.NapsEmpty }},
 	{desc("poller", "sleeps_total", "Times the poller went to sleep.", LabelPoller), func(s *rxpath.Stats) uint64 { return s.Sleeps }},
-	{desc("poller", "thread_wakeups_total", "Wakeups from a ppoll on the poller's own thread (Config.Thread).", LabelPoller), func(s *rxpath.Stats) uint64 { return s.ThreadWakeups }},
+	{desc("poller", "thread_wakeups_total", "Wakeups from a ppoll on the poller's own thread (while packets flow, unless Config.RuntimeSleep).", LabelPoller), func(s *rxpath.Stats) uint64 { return s.ThreadWakeups }},
 	{desc("poller", "wakeups_total", "Sleeps ended by a readable socket.", LabelPoller), func(s *rxpath.Stats) uint64 { return s.Wakeups }},
 	{desc("poller", "syscalls_total", "System calls made by the poller.", LabelPoller), func(s *rxpath.Stats) uint64 { return s.Syscalls }},
 	{desc("poller", "fill_empty_total", "Refills that found a Fill ring empty.", LabelPoller), func(s *rxpath.Stats) uint64 { return s.FillEmpty }},
