@@ -90,9 +90,9 @@
 //     deferral row. C's waiter (bench/c/wakebench.c) sleeps in poll(2), as
 //     xdpbench's receiver does; Go's (bench/wakebench) either on an epoll
 //     set registered with the runtime's network poller, with a read
-//     deadline, as an rxpath.Poller does (-m wait), or in ppoll on its own
-//     thread, as a Poller with Config.Thread does while packets flow (-m
-//     wait-thread). Each reports its process CPU time, its wake-ups and
+//     deadline, as an rxpath.Poller does when idle or with
+//     Config.RuntimeSleep (-m wait), or in ppoll on its own thread, as a
+//     Poller does by default while packets flow (-m wait-thread). Each reports its process CPU time, its wake-ups and
 //     its context switches; the table gives the CPU per wake-up, min /
 //     median / max over -runs rounds (each runs the three waiters once,
 //     the first one rotating, after a warm-up round) and the spread of

@@ -9,7 +9,7 @@
 #	bench/profile/rx.sh xdpkit rxdrop '100 kpps with NAPI'
 #	bench/profile/rx.sh c fwd 'fwd 64 B$'
 #	bench/profile/rx.sh xdpkit hairpin 'hairpin 1500 B'
-#	GOARGS=--thread=false bench/profile/rx.sh xdpkit rxdrop '300 kpps with NAPI'
+#	GOARGS=--runtime-sleep bench/profile/rx.sh xdpkit rxdrop '300 kpps with NAPI'
 #	ONCPU=0 bench/profile/rx.sh xdpkit hairpin 'hairpin 1500 B'
 #
 # ONCPU=N records everything on CPU N instead of the program: CPU 0 runs
@@ -17,7 +17,8 @@
 # (its Fill ring reads: xp_alloc). Its "program" share is then every
 # process's own code on that CPU.
 # GOARGS, if set, goes to the harness's -goargs (xdpkitbench's flags; the
-# harness runs it with --thread, and --thread=false undoes that).
+# harness runs it with the Poller's defaults; --runtime-sleep makes it
+# sleep in the Go runtime's poller also while packets flow).
 #
 # Samples count on-CPU time; compare the shares, and the totals of two
 # runs only as roughly as the host's noise allows.
