@@ -11,9 +11,7 @@
 //
 // -m wait-thread sleeps in ppoll(2) on the pipe through RawSyscall on the
 // goroutine's thread, with rxpath/thread.go's 5 ms timeout and a
-// runtime.Gosched every 4 ms, or with GOMAXPROCS 1 (a waiter pinned to one
-// CPU, as make bench runs it) its 1 ms timeout and a runtime.Gosched before
-// every ppoll. -m wait-thread-syscall does the same through
+// runtime.Gosched every 4 ms. -m wait-thread-syscall does the same through
 // unix.Syscall (the runtime's system call entry and exit), which rxpath
 // does not use: run by hand (each waiter under taskset -c 1 against
 // `wakebench -m wake FIFO 10000 200us` under taskset -c 0), it shows what

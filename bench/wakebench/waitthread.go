@@ -16,8 +16,7 @@ import (
 // rxpath.Poller sleeps while packets flow
 // (rxpath/thread.go): in ppoll(2) on the pipe, on the goroutine's thread,
 // through RawSyscall (syscall false) with a 5 ms timeout, yielding the P
-// (runtime.Gosched) every 4 ms, or with GOMAXPROCS 1 with a 1 ms timeout,
-// yielding before every ppoll. With syscall true the ppoll goes through
+// (runtime.Gosched) every 4 ms. With syscall true the ppoll goes through
 // unix.Syscall instead: the runtime's system call entry and exit, which
 // rxpath does not use (see rxpath/thread.go); kept to show why.
 func waitThread(path string, want int, syscall bool, stdout, stderr io.Writer) error {
@@ -35,11 +34,6 @@ func waitThread(path string, want int, syscall bool, stdout, stderr io.Writer) e
 	}
 	pfd := unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
 	yieldAt := time.Now()
-	oneP := runtime.GOMAXPROCS(0) == 1
-	timeout := 5 * time.Millisecond
-	if oneP {
-		timeout = time.Millisecond
-	}
 	for got < want {
 		r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
 		switch e {
@@ -52,13 +46,13 @@ func waitThread(path string, want int, syscall bool, stdout, stderr io.Writer) e
 		default:
 			return os.NewSyscallError("read", e)
 		}
-		if now := time.Now(); oneP || now.Sub(yieldAt) >= 4*time.Millisecond {
+		if now := time.Now(); now.Sub(yieldAt) >= 4*time.Millisecond {
 			runtime.Gosched()
 			yieldAt = now
 		}
 		// The kernel writes the time left into the timeout: a fresh one
 		// for every call.
-		ts := unix.NsecToTimespec(int64(timeout))
+		ts := unix.NsecToTimespec(int64(5 * time.Millisecond))
 		var n uintptr
 		if syscall {
 			n, _, e = unix.Syscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
