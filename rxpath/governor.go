@@ -73,6 +73,7 @@ type governor struct {
 	spinLimit   time.Duration
 	sleepCPU    time.Duration
 	sleepCPUs   [sleepKeep]time.Duration
+	clockCost   time.Duration // what a read of the CPU clock adds to a span it times (cpuClockCost)
 	sleepTimed  uint64
 	sleptAt     time.Duration
 	blocked     bool
@@ -196,8 +197,8 @@ func (g *governor) napCut() {
 func (g *governor) napEnd(d, cpu0 time.Duration) {
 	if cpu0 > 0 {
 		g.n.clockReads++
-		if c1 := processCPU(); c1 > cpu0 {
-			g.napCost = lowMean(g.napCost, c1-cpu0)
+		if c := processCPU() - cpu0 - g.clockCost; c > 0 {
+			g.napCost = lowMean(g.napCost, c)
 		}
 	}
 	if g.n.naps == 0 {
@@ -237,7 +238,7 @@ func (g *governor) sleepEnd(woke bool, now, cpu0 time.Duration) {
 	if cpu0 > 0 {
 		// A sleep that a socket ended: what it cost against polling.
 		g.n.clockReads++
-		g.sleptFor(processCPU()-cpu0, g.wokeAt-g.sleptAt)
+		g.sleptFor(processCPU()-cpu0-g.clockCost, g.wokeAt-g.sleptAt)
 	}
 }
 

@@ -47,3 +47,33 @@ func TestNapTimer(t *testing.T) {
 		}
 	}
 }
+
+// TestSleepCPUClockCost: a sleep timed on the process's CPU clock counts
+// what it cost less what the clock's reads add (clockCost), for sleeps
+// and naps alike; and cpuClockCost measures a read as dearer than nothing
+// and cheaper than a millisecond where the clock can be read.
+func TestSleepCPUClockCost(t *testing.T) {
+	const sc, read, cost = 20 * time.Microsecond, 1500 * time.Nanosecond, 5 * time.Microsecond
+	saved := processCPU
+	defer func() { processCPU = saved }()
+	const cpu0 = time.Second
+	processCPU = func() time.Duration { return cpu0 + cost + read }
+	g := &governor{}
+	g.configure(&Config{})
+	g.start(sc)
+	g.clockCost = read
+	g.blocked, g.sleptAt = true, time.Millisecond
+	g.sleepEnd(true, g.sleptAt+sc, cpu0)
+	if g.sleepCPU != cost {
+		t.Errorf("a sleep that cost %v, timed by reads that add %v: SleepCPU %v", cost, read, g.sleepCPU)
+	}
+	g.napEnd(sc, cpu0)
+	if g.napCost != cost {
+		t.Errorf("a nap that cost %v, timed by reads that add %v: NapCost %v", cost, read, g.napCost)
+	}
+	if rawProcessCPU() != 0 {
+		if c := cpuClockCost(); c <= 0 || c >= time.Millisecond {
+			t.Errorf("cpuClockCost %v", c)
+		}
+	}
+}

@@ -48,7 +48,8 @@ type Stats struct {
 	ExpectedGap time.Duration
 	// SleepCPU is the CPU time a sleep costs, from its start to the
 	// wake-up a socket brought: the least of the last 8 samples, each
-	// read on the process's CPU clock around one of every 16 sleeps
+	// read on the process's CPU clock around one of every 16 sleeps, less
+	// what one read of that clock costs
 	// (every one of the Poller's first 128 sleeps until one counted).
 	// Only a sleep that blocked, did not yield to other goroutines first,
 	// lasted from half a SleepCost to 4 SleepCosts and took at most half
