@@ -80,12 +80,11 @@ type Config struct {
 	// thread that runs it, as a C receiver sleeps in poll(2): a wake-up
 	// costs one system call instead of the runtime's park, two
 	// epoll_pwait and the goroutine's scheduling. Meanwhile the goroutine
-	// keeps its P, as a goroutine that computes does: it yields before
-	// every such sleep, so that a goroutine that is ready runs first, and
-	// one made ready during the sleep (a timer, the network, a system
-	// call's return) runs once the sleep ends, on the next packet or at
-	// most 5 ms later (1 ms with GOMAXPROCS 1, where the Poller holds the
-	// only P). Once no packet came for 5 ms it sleeps in the runtime's
+	// keeps its P, as a goroutine that computes does, and yields it every
+	// 4 ms or so. It does so only while a P is left for the rest of the
+	// process: while fewer of its Pollers sleep so than GOMAXPROCS less
+	// one (never with GOMAXPROCS 1; package mq raises GOMAXPROCS by one per
+	// queue). Once no packet came for 5 ms it sleeps in the runtime's
 	// poller, holding nothing (see the package documentation). With
 	// RuntimeSleep every sleep is the runtime's: the P is free during
 	// every sleep, at more CPU per wake-up. Not with Spin.

@@ -96,24 +96,22 @@
 // While packets flow (one came within the last 5 ms) the Poller sleeps
 // instead in one ppoll(2) on its sockets on the thread that runs it, as a
 // C receiver sleeps in poll(2): the runtime's poller costs two
-// epoll_pwait calls and the goroutine's park and wake-up per sleep, about
-// half as much again as poll(2) in CPU per wake-up (make bench's Wake-up
-// cost table), which a receiver woken for every few packets pays per
-// packet. The goroutine keeps its P meanwhile, as a goroutine that
-// computes does; a ppoll lasts at most 5 ms, the Poller yields every 4 ms
-// or so, and the runtime's preemption signal (a garbage collection's
-// stop) ends a ppoll at once. With GOMAXPROCS 1, where the Poller holds
-// the only P, it yields before every ppoll, so that goroutines that are
-// ready run first, and a ppoll lasts at most 1 ms: a goroutine made ready
-// during one (a timer, the network) runs at most that late. Once no
-// packet has come for 5 ms, and for the short sleeps of a starved Poller,
-// it sleeps in the runtime's poller, holding nothing, until packets come
-// back. Stats.ThreadWakeups counts the wake-ups from ppoll.
-// Config.RuntimeSleep makes every sleep the runtime's, for a program that
-// wants the P free during every sleep at more CPU per wake-up. A goroutine
-// locked to its thread (runtime.LockOSThread) pays a thread switch for
-// each yield: with GOMAXPROCS 1 run such a Poller with RuntimeSleep, or
-// raise GOMAXPROCS (package mq does, by one per queue).
+// epoll_pwait calls and the goroutine's park and wake-up per sleep, more
+// CPU per wake-up than poll(2) (make bench's Wake-up cost table), which a
+// receiver woken for every few packets pays per packet. The goroutine
+// keeps its P meanwhile, as a goroutine that computes does; a ppoll lasts
+// at most 5 ms, the Poller yields every 4 ms or so, and the runtime's
+// preemption signal (a garbage collection's stop) ends a ppoll at once.
+// It does so only while a P is left for the rest of the process, which
+// runs its goroutines, timers and network there: while fewer of the
+// process's Pollers sleep so than GOMAXPROCS less one. With GOMAXPROCS 1
+// every sleep is the runtime's; package mq raises GOMAXPROCS by one per
+// queue. Once no packet has come for 5 ms, and for the short sleeps of a
+// starved Poller, it sleeps in the runtime's poller, holding nothing,
+// until packets come back. Stats.ThreadWakeups counts the wake-ups from
+// ppoll. Config.RuntimeSleep makes every sleep the runtime's, for a
+// program that wants the P free during every sleep, at more CPU per
+// wake-up.
 //
 // # The governor
 //

@@ -119,13 +119,13 @@ func TestCloseConcurrent(t *testing.T) {
 	}
 }
 
-// TestThreadNap: a nap of at most threadPoll, without Config.RuntimeSleep,
-// is a ppoll on the Poller's thread: it does not touch the timerfd (closed here, so
+// TestThreadNap: a nap of at most threadWait in the flow sleep is a ppoll
+// on the Poller's thread: it does not touch the timerfd (closed here, so
 // a timer nap would fail), lasts at least its length and counts. One that
 // Run's end cuts short is not counted, nor is the round after it taken
 // for a nap's (nappedAt).
 func TestThreadNap(t *testing.T) {
-	p := &Poller{cfg: Config{}}
+	p := &Poller{cfg: Config{}, flowing: true}
 	p.napped = func(uintptr) bool { return p.stop.Load() || p.napOver() } // as New sets it
 	if err := p.initWait(); err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestThreadNap(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.epoch = time.Now()
-	const d = threadPollOneP / 2
+	const d = 2 * time.Millisecond
 	p.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(d))}
 	// A signal (the runtime's preemption) may cut a nap short: then it
 	// does not count, and the next try does.

@@ -149,6 +149,8 @@ type Poller struct {
 	// poller until a socket wakes one (see thread.go).
 	threadIdle bool
 	yieldAt    time.Duration // when the goroutine last yielded before a flow sleep (since epoch)
+	flowing    bool          // in the flow sleep (see flowEnter)
+	flowRetry  time.Duration // not before then may a refused flowEnter ask again (since epoch; 0: now)
 
 	closeMu  sync.Mutex // serialises Close
 	running  atomic.Bool
@@ -350,7 +352,8 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 	p.epoch = time.Now()
 	p.governor.start(sc)
 	p.governor.clockCost = cpuClockCost()
-	p.threadIdle, p.yieldAt = false, 0
+	p.threadIdle, p.yieldAt, p.flowRetry = false, 0, 0
+	defer p.flowLeave()
 	p.deadline, p.busy = time.Time{}, 0
 	p.stop.Store(false)
 	cancelled := make(chan struct{})
@@ -519,8 +522,8 @@ func (p *Poller) loop() error {
 
 // nap sleeps for the nap's timer (Config.Coalesce or its default, cut to
 // the delay budget, Config.MaxDelay), plus a wake-up, on a timerfd watched
-// through the Go runtime's poller (a nap of at most threadPoll, without
-// Config.RuntimeSleep: in ppoll on the Poller's thread), so that packets gather on
+// through the Go runtime's poller (a nap of at most threadWait in the
+// flow sleep: in ppoll on the Poller's thread), so that packets gather on
 // the RX rings meanwhile; the end of Run's context ends it early. The sockets are
 // disarmed in the epoll set first (arm): armed, every packet that arrives
 // during the nap would wake the runtime's poller thread for nothing (the
@@ -534,7 +537,7 @@ func (p *Poller) nap() error {
 	if err := p.arm(false); err != nil {
 		return err
 	}
-	if d := time.Duration(p.napSpec.Value.Nano()); !p.cfg.RuntimeSleep && d <= threadPoll(oneP()) {
+	if d := time.Duration(p.napSpec.Value.Nano()); p.flowing && d <= threadWait {
 		if !p.threadNap(d) {
 			g.napCut()
 			return nil

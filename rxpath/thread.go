@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -25,23 +26,24 @@ import (
 // P while it sleeps, and the Go scheduler counts it as running, as it
 // counts a goroutine that computes:
 //
+//   - The flow sleep holds a P, so a Poller takes it only while a P is
+//     left for the rest of the process: while fewer of the process's
+//     Pollers are in it than GOMAXPROCS less one (flowEnter). With
+//     GOMAXPROCS 1 no Poller takes it, and every sleep is the runtime's:
+//     the runtime polls the network only from a free P (or from sysmon,
+//     every 10 ms), so a goroutine woken by a socket or a pipe, such as a
+//     reader of the packets in the same process, would otherwise wait up
+//     to a ppoll's timeout or sysmon's next look. Package mq raises
+//     GOMAXPROCS by one per queue, so each of its Pollers has one.
 //   - A goroutine made ready while the Poller holds its P runs on another
-//     P if one is idle (an idle P also runs the others' due timers and
-//     polls the network); where every other P is busy it waits, as it
-//     would for a goroutine that computes. The Poller yields
-//     (runtime.Gosched, about 0.1 µs when nothing else is ready) before a
-//     ppoll once it has not for threadYield, so that sysmon has no cause
-//     to preempt it.
-//   - With GOMAXPROCS 1 there is no other P: the Poller yields before
-//     every ppoll, so that a goroutine that is ready runs first and the
-//     P's due timers run, and each ppoll lasts at most threadPollOneP. A
-//     goroutine made ready during a ppoll (its timer, the network, a
-//     system call's return) runs when the ppoll ends, on a packet or at
-//     most that late: a sender in the same process that waits on a timer
-//     sends at most that late (TestThread/GOMAXPROCS=1).
+//     P (an idle P also runs the others' due timers and polls the
+//     network); where every other P is busy it waits, as it would for a
+//     goroutine that computes, until the Poller yields (runtime.Gosched)
+//     before a ppoll, which it does once it has not for threadYield, so
+//     that sysmon has no cause to preempt it either.
 //   - A garbage collection's stop sends the preemption signal, which ends
 //     a ppoll with EINTR (ppoll is never restarted); the goroutine stops
-//     at its next function call. Each ppoll lasts at most threadPoll, so
+//     at its next function call. Each ppoll lasts at most threadWait, so
 //     that even where no signal is sent (GODEBUG=asyncpreemptoff=1) a stop
 //     waits at most that long for it, and so does the end of Run's context
 //     (the Poller looks at it after each ppoll).
@@ -50,51 +52,78 @@ import (
 //     for as long as packets flow.
 //
 // Packets flow while the last one came within threadWait: once none has
-// (whatever ended the ppolls: their timeouts or signals), the sleeps go
-// through the runtime's poller, so that an idle Poller holds no P and
-// keeps sysmon asleep, until a socket wakes one of them. So do the short
-// sleeps of a starved Poller (no frame for a Fill ring). A nap no longer
-// than threadPoll, while packets flow, is a ppoll on no descriptor for the
-// nap's length; a longer one waits on the timerfd through the runtime's
-// poller.
+// (whatever ended the ppolls: their timeouts or signals), the Poller
+// leaves the flow sleep and sleeps through the runtime's poller, so that
+// an idle Poller holds no P and keeps sysmon asleep, until a socket wakes
+// one of them. So do the short sleeps of a starved Poller (no frame for a
+// Fill ring). A nap no longer than threadWait, in the flow sleep, is a
+// ppoll on no descriptor for the nap's length; a longer one waits on the
+// timerfd through the runtime's poller.
 const (
-	threadWait     = 5 * time.Millisecond
-	threadYield    = 4 * time.Millisecond
-	threadPollOneP = time.Millisecond
+	threadWait  = 5 * time.Millisecond
+	threadYield = 4 * time.Millisecond
 	// threadRan: a yield that took longer ran something else (or the
 	// thread lost its CPU): the sleep after it says nothing of what a
 	// sleep costs.
 	threadRan = 2 * time.Microsecond
 )
 
-// threadPoll is the longest ppoll of the flow sleep: threadWait, or
-// threadPollOneP with GOMAXPROCS 1 (oneP), where goroutines made ready
-// during it wait for its end.
-func threadPoll(oneP bool) time.Duration {
-	if oneP {
-		return threadPollOneP
+// flowPollers counts the process's Pollers in the flow sleep.
+var flowPollers atomic.Int32
+
+// flowEnter reports whether the Poller may sleep in the flow sleep, now
+// being time.Since(p.epoch): it is in it, or it takes a place while
+// fewer Pollers than GOMAXPROCS less one are (a refusal is asked again
+// no sooner than threadYield later: GOMAXPROCS takes the scheduler's
+// lock). Once in, it looks again at every yield (flowYield), in case
+// GOMAXPROCS fell.
+func (p *Poller) flowEnter(now time.Duration) bool {
+	if p.flowing {
+		return true
 	}
-	return threadWait
-}
-
-// oneP reports whether GOMAXPROCS is 1.
-func oneP() bool { return runtime.GOMAXPROCS(0) == 1 }
-
-// threadYield yields the P before a flow sleep if GOMAXPROCS is 1 (oneP)
-// or the goroutine has not yielded for threadYield, now being
-// time.Since(p.epoch), and reports whether other work ran meanwhile (the
-// yield took threadRan or longer).
-func (p *Poller) threadYield(now time.Duration, oneP bool) bool {
-	if !oneP && now-p.yieldAt < threadYield {
+	if p.flowRetry != 0 && now < p.flowRetry {
 		return false
 	}
+	if n := flowPollers.Add(1); int(n) >= runtime.GOMAXPROCS(0) {
+		flowPollers.Add(-1)
+		p.flowRetry = max(now+threadYield, 1)
+		return false
+	}
+	p.flowing, p.flowRetry = true, 0
+	return true
+}
+
+// flowLeave gives up the Poller's place in the flow sleep, if it has one.
+func (p *Poller) flowLeave() {
+	if p.flowing {
+		p.flowing = false
+		flowPollers.Add(-1)
+	}
+}
+
+// flowYield yields the P before a flow sleep if the goroutine has not for
+// threadYield, now being time.Since(p.epoch), and reports whether other
+// work ran meanwhile (the yield took threadRan or longer), and whether
+// the Poller is still in the flow sleep: after a yield it leaves it
+// where GOMAXPROCS fell to the Pollers in it.
+func (p *Poller) flowYield(now time.Duration) (ran, flowing bool) {
+	if now-p.yieldAt < threadYield {
+		return false, true
+	}
+	t0 := time.Since(p.epoch)
 	runtime.Gosched()
 	p.yieldAt = time.Since(p.epoch)
-	return p.yieldAt-now >= threadRan
+	if int(flowPollers.Load()) >= runtime.GOMAXPROCS(0) {
+		p.flowLeave()
+		p.flowRetry = p.yieldAt + threadYield
+		return true, false
+	}
+	return p.yieldAt-t0 >= threadRan, true
 }
 
 // threadSleep is the flow sleep: ppoll on every socket, for at most
-// threadPoll; now is time.Since(p.epoch). A
+// threadWait; now is time.Since(p.epoch). If a yield first finds that
+// GOMAXPROCS fell, it sleeps through the runtime's poller instead. A
 // ppoll that a signal ended (EINTR: the scheduler's preemption) or that
 // timed out reports neither woke nor quiet.
 func (p *Poller) threadSleep(now time.Duration) (woke, quiet bool, err error) {
@@ -113,15 +142,17 @@ func (p *Poller) threadSleep(now time.Duration) (woke, quiet bool, err error) {
 		}
 		p.pfds = append(p.pfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 	}
-	one := oneP()
-	yielded := p.threadYield(now, one)
+	yielded, flowing := p.flowYield(now)
+	if !flowing {
+		return p.runtimeSleep(threadWait)
+	}
 	p.c.syscalls++
 	p.asleep()
 	// A sleep that finds a packet already there does not wait; one that
 	// ran other goroutines first (a yield) says nothing of what a sleep
 	// costs.
 	p.blocked, p.yielded = !p.anyReady(), yielded
-	n, e := rawPpoll(p.pfds, threadPoll(one))
+	n, e := rawPpoll(p.pfds, threadWait)
 	switch {
 	case p.stop.Load(), e == unix.EINTR, e == 0 && n == 0:
 		return false, false, nil
@@ -138,11 +169,14 @@ func (p *Poller) threadSleep(now time.Duration) (woke, quiet bool, err error) {
 	return true, false, nil
 }
 
-// threadNap is a nap of d <= threadPoll while packets flow: ppoll on no
-// descriptor, after a yield. It reports false if the nap was cut short (Run's end, a
+// threadNap is a nap of d <= threadWait in the flow sleep: ppoll on no
+// descriptor (a yield first may leave the flow sleep: then the nap is
+// just cut short). It reports false if the nap was cut short (Run's end, a
 // signal): then it says nothing of a nap's length or cost.
 func (p *Poller) threadNap(d time.Duration) bool {
-	p.threadYield(time.Since(p.epoch), oneP())
+	if _, flowing := p.flowYield(time.Since(p.epoch)); !flowing {
+		return false
+	}
 	p.c.syscalls++
 	_, e := rawPpoll(nil, d)
 	return e != unix.EINTR && !p.stop.Load()

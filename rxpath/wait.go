@@ -80,18 +80,23 @@ const disarmAfter = 32
 // that ended on the timeout with no wake-up since the deadline was set
 // (a deadline set by an earlier sleep may end this one sooner). While
 // packets flow the poller sleeps in ppoll (threadSleep, unless
-// Config.RuntimeSleep), for at most threadPoll, and reports such a
-// timeout as neither; other sleeps go through the runtime's poller
-// (runtimeSleep).
+// Config.RuntimeSleep or no P would be left: see flowEnter), for at most
+// threadWait, and reports such a timeout as neither; other sleeps go
+// through the runtime's poller (runtimeSleep).
 func (p *Poller) sleep(timeout time.Duration) (woke, quiet bool, err error) {
 	if !p.cfg.RuntimeSleep && !p.threadIdle && timeout > threadWait {
-		// While packets flow (one came within threadWait), ppoll; a
-		// starved poller's short sleeps go to the runtime's poller.
+		// While packets flow (one came within threadWait), ppoll where
+		// a P is left for the rest (flowEnter); a starved poller's
+		// short sleeps go to the runtime's poller.
 		now := time.Since(p.epoch)
 		if now-p.lastPkt < threadWait {
-			return p.threadSleep(now)
+			if p.flowEnter(now) {
+				return p.threadSleep(now)
+			}
+		} else {
+			p.threadIdle = true
+			p.flowLeave()
 		}
-		p.threadIdle = true
 	}
 	woke, quiet, err = p.runtimeSleep(timeout)
 	if woke {

@@ -246,7 +246,12 @@ func hairpin() bool {
 }
 
 // pin binds every thread of the process to cpu (threads created later
-// inherit it) and runs the Go scheduler on one P.
+// inherit it) and runs the Go scheduler on two Ps: one for the Poller,
+// which holds it while it sleeps in ppoll as packets flow, and one for
+// the rest of the process, as package mq raises GOMAXPROCS by one per
+// queue (with one P the Poller would sleep in the runtime's poller: see
+// rxpath's flow sleep). The rest is the runtime's (the Poller's handler
+// readies no goroutine), so the second P is idle while packets flow.
 func pin(cpu int) {
 	var set unix.CPUSet
 	set.Set(cpu)
@@ -263,7 +268,7 @@ func pin(cpu int) {
 			die("pin to CPU %d: %v", cpu, err)
 		}
 	}
-	runtime.GOMAXPROCS(1)
+	runtime.GOMAXPROCS(2)
 }
 
 func socketConfig(noRX, noTX bool) *xsk.Config {
