@@ -40,9 +40,14 @@ type governor struct {
 
 	n govCounters
 
-	sleepCost time.Duration   // SleepCost(), read at Run's start
-	budget    time.Duration   // the delay budget (MaxDelay, or an explicit Coalesce; 0: none), set with the timer
-	napSpec   unix.ItimerSpec // the nap's timer
+	sleepCost time.Duration // SleepCost(), read at Run's start
+	// flowCost is a flow sleep's wake-up (flowSleepCost, read at Run's
+	// start; 0 with Config.RuntimeSleep); flowWoke, whether the last
+	// sleep a socket ended was one.
+	flowCost time.Duration
+	flowWoke bool
+	budget   time.Duration   // the delay budget (MaxDelay, or an explicit Coalesce; 0: none), set with the timer
+	napSpec  unix.ItimerSpec // the nap's timer
 
 	lastPkt   time.Duration // when the last round that took packets began
 	gap       time.Duration // expected wait for the next packet (moving average)
@@ -250,7 +255,8 @@ func (g *governor) sleepEnd(woke bool, now, cpu0 time.Duration) {
 // after one that took packets is the same batch, and a round after a nap
 // does not say when in the nap its packets came. After a spin, the
 // arrival was now; after a sleep, one wake-up (SleepCost) before the
-// wake. A sample counts for at most twice the longer of a sleep's wake-up
+// wake (a flow sleep's wake-up, flowCost, before the wake from one). A
+// sample counts for at most twice the longer of a sleep's wake-up
 // and a nap: one pause between bursts does not make the poller sleep
 // through the next burst, a stream slower than that still does. A sleep
 // that did not block (the packet came as it began) puts the arrival at the
@@ -263,7 +269,11 @@ func (g *governor) arrived(now time.Duration) {
 		if g.wokeAt > 0 {
 			at = g.wokeAt // a sleep that did not block: the packet was there
 			if g.blocked {
-				at = max(g.wokeAt-g.sleepCost, g.lastPkt)
+				wake := g.sleepCost
+				if g.flowWoke && g.flowCost > 0 {
+					wake = g.flowCost
+				}
+				at = max(g.wokeAt-wake, g.lastPkt)
 			}
 		}
 		if !g.idleStarved && g.adaptive() {

@@ -77,3 +77,30 @@ func TestSleepCPUClockCost(t *testing.T) {
 		}
 	}
 }
+
+// TestFlowWokeArrival: an arrival that woke the poller from a sleep that
+// blocked is dated one wake-up before the wake: a flow sleep's (flowCost)
+// after a flow sleep, a SleepCost after a sleep in the runtime's poller.
+// Dated a SleepCost before the wake from a flow sleep, whose wake-up is
+// shorter, the idle period would look shorter than it was.
+func TestFlowWokeArrival(t *testing.T) {
+	const sc, flow = 20 * time.Microsecond, 5 * time.Microsecond
+	const last, slept, woke = 100 * time.Microsecond, 102 * time.Microsecond, 130 * time.Microsecond
+	for _, c := range []struct {
+		flowWoke bool
+		want     time.Duration // the idle period: the arrival less the last packet
+	}{
+		{true, woke - flow - last},
+		{false, woke - sc - last},
+	} {
+		g := &governor{}
+		g.configure(&Config{})
+		g.start(sc)
+		g.flowCost, g.flowWoke = flow, c.flowWoke
+		g.lastPkt, g.lastEmpty, g.sleptAt, g.wokeAt, g.blocked = last, true, slept, woke, true
+		g.arrived(woke)
+		if got := 4 * g.gap; got != c.want {
+			t.Errorf("flow sleep %v: idle period %v, want %v", c.flowWoke, got, c.want)
+		}
+	}
+}

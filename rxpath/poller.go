@@ -352,6 +352,10 @@ func (p *Poller) Run(ctx context.Context, h Handler) error {
 	p.epoch = time.Now()
 	p.governor.start(sc)
 	p.governor.clockCost = cpuClockCost()
+	p.governor.flowCost = 0
+	if !p.cfg.RuntimeSleep {
+		p.governor.flowCost = flowSleepCost()
+	}
 	p.threadIdle, p.yieldAt, p.flowRetry = false, 0, 0
 	defer p.flowLeave()
 	p.deadline, p.busy = time.Time{}, 0

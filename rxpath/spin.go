@@ -34,7 +34,8 @@ import (
 //
 // An idle period runs from the first empty round after a round that took
 // packets to the start of the next round that takes packets; after a
-// sleep that blocked, to its wake-up less a SleepCost, but no earlier
+// sleep that blocked, to its wake-up less a SleepCost (after a flow sleep,
+// less a flow sleep's wake-up, flowSleepCost), but no earlier
 // than the start of the round before the sleep; after one that did not
 // block (a packet came as it began), to its wake-up. One that ends after
 // a nap is not counted (the nap's round does not say when in the nap its

@@ -91,7 +91,9 @@ func (p *Poller) sleep(timeout time.Duration) (woke, quiet bool, err error) {
 		now := time.Since(p.epoch)
 		if now-p.lastPkt < threadWait {
 			if p.flowEnter(now) {
-				return p.threadSleep(now)
+				woke, quiet, err = p.threadSleep(now)
+				p.governor.flowWoke = woke && p.flowing
+				return woke, quiet, err
 			}
 		} else {
 			p.threadIdle = true
@@ -99,6 +101,7 @@ func (p *Poller) sleep(timeout time.Duration) (woke, quiet bool, err error) {
 		}
 	}
 	woke, quiet, err = p.runtimeSleep(timeout)
+	p.governor.flowWoke = false
 	if woke {
 		p.threadIdle = false // packets flow again: see thread.go
 	}
@@ -235,6 +238,37 @@ func SleepCost() time.Duration {
 		sleepCost.d = min(max(d, calMin), calMax)
 	})
 	return sleepCost.d
+}
+
+// flowSleepCost is what a flow sleep's wake-up takes on this host (see
+// thread.go): measured as SleepCost is, on ppoll(2) on the calling thread
+// with a timeout of calSleep instead of a timerfd through the runtime's
+// poller, once per process on first use (a Poller's first Run without
+// Config.RuntimeSleep), and cached. A Poller dates an arrival that woke it
+// from a flow sleep that blocked this long before the wake-up: dated a
+// SleepCost before, which is longer, the idle periods before such
+// arrivals would look shorter than they were, and the spin rule would
+// poll through gaps it should sleep through.
+func flowSleepCost() time.Duration {
+	flowCost.once.Do(func() {
+		late := make([]time.Duration, 0, calSamples)
+		for range calSamples {
+			at := time.Now().Add(calSleep)
+			if _, e := rawPpoll(nil, calSleep); e != 0 && e != unix.EINTR {
+				flowCost.d = calFallback
+				return
+			}
+			late = append(late, max(time.Since(at), 0))
+		}
+		slices.Sort(late)
+		flowCost.d = min(max(late[calSamples/4], calMin), calMax)
+	})
+	return flowCost.d
+}
+
+var flowCost struct {
+	once sync.Once
+	d    time.Duration
 }
 
 // Bounds of SleepCost.

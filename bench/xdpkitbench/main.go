@@ -246,12 +246,8 @@ func hairpin() bool {
 }
 
 // pin binds every thread of the process to cpu (threads created later
-// inherit it) and runs the Go scheduler on two Ps: one for the Poller,
-// which holds it while it sleeps in ppoll as packets flow, and one for
-// the rest of the process, as package mq raises GOMAXPROCS by one per
-// queue (with one P the Poller would sleep in the runtime's poller: see
-// rxpath's flow sleep). The rest is the runtime's (the Poller's handler
-// readies no goroutine), so the second P is idle while packets flow.
+// inherit it) and runs the Go scheduler on one P (and the Poller on one
+// more: see poller).
 func pin(cpu int) {
 	var set unix.CPUSet
 	set.Set(cpu)
@@ -268,7 +264,7 @@ func pin(cpu int) {
 			die("pin to CPU %d: %v", cpu, err)
 		}
 	}
-	runtime.GOMAXPROCS(2)
+	runtime.GOMAXPROCS(1)
 }
 
 func socketConfig(noRX, noTX bool) *xsk.Config {
@@ -795,6 +791,13 @@ func runRX(fwd bool) {
 	} else {
 		pc.FillFrames, pc.Prefetch = o.fillFrames, o.prefetch
 	}
+	// A P of the Poller's own, as package mq adds one per queue: while
+	// packets flow it sleeps in ppoll holding it, which it does only
+	// while a P is left for the rest of the process (rxpath's flow
+	// sleep). Pinned to one CPU (taskset, as make bench runs it, or
+	// --cpu), Go starts with one P; the other stays idle while packets
+	// flow, as the handler readies no goroutine.
+	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
 	p, err := rxpath.New(pc, in)
 	if err != nil {
 		die("poller: %v", err)
