@@ -27,8 +27,11 @@
 //     CPU time from a sleep's start to the wake-up a socket brought,
 //     every 16th sleep, where the sleep blocked without yielding first,
 //     lasted from half a SleepCost to 4 SleepCosts and took at most half
-//     its wall time in CPU; a SleepCost until one did), whatever the
-//     period's length. The poller keeps a histogram of the idle periods
+//     its wall time in CPU, less what the clock's reads add; a SleepCost
+//     until one did), whatever the period's length; in the flow sleep
+//     (ppoll while packets flow, below) also the delay its wake-up adds
+//     to the packet that ends it, a microsecond of delay weighing as one
+//     of CPU. The poller keeps a histogram of the idle periods
 //     it sees (from the first empty round after packets to the next
 //     packet) and, every 64 of them, takes for its limit the bound that
 //     would have cost them least, up to SleepCPU (that cost of a sleep

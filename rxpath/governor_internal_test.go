@@ -104,3 +104,35 @@ func TestFlowWokeArrival(t *testing.T) {
 		}
 	}
 }
+
+// TestFlowSpinLimit: after a flow sleep a sleep is weighed by its CPU and
+// its wake-up's delay (flowCost), after one in the runtime's poller by its
+// CPU alone, the limit staying within a sleep's CPU either way: with half
+// the periods 0.9µs and half 600µs, and 1.5µs sleeps, polling the short
+// ones costs more CPU than sleeping through them (a 1µs limit is also
+// paid on every long one), less once a 6µs wake-up counts.
+func TestFlowSpinLimit(t *testing.T) {
+	const us = time.Microsecond
+	for _, c := range []struct {
+		flowWoke bool
+		want     time.Duration
+	}{{false, 0}, {true, us}} {
+		g := &governor{}
+		g.configure(&Config{})
+		g.start(50 * us)
+		g.sleepCPU, g.flowCost, g.flowWoke = 1500*time.Nanosecond, 6*us, c.flowWoke
+		at := 10 * time.Millisecond
+		for i := range spinEvery {
+			x := 900 * time.Nanosecond
+			if i%2 == 1 {
+				x = 600 * us
+			}
+			g.lastPkt = at
+			g.idleEnded(at + x)
+			at += time.Millisecond
+		}
+		if g.spinLimit != c.want {
+			t.Errorf("flow sleep %v: spin limit %v, want %v", c.flowWoke, g.spinLimit, c.want)
+		}
+	}
+}

@@ -43,6 +43,18 @@ import (
 // is starvation, not an idle link). Only a poller with Config.IdleRounds
 // 0, not Spin, counts them.
 //
+// In the flow sleep (see thread.go) a sleep is taken to cost its CPU and
+// the delay its wake-up (flowSleepCost) adds to the packet that ends it,
+// a microsecond of delay weighing as one of CPU: the poller polls through
+// gaps a little longer where a sleep would make the next packet wait, and
+// still sleeps through the long ones, as a C receiver that polls a few
+// dozen empty rounds before poll(2) does (make bench's latency rows compare
+// the two on both axes). A sleep in the runtime's poller
+// (Config.RuntimeSleep, an idle poller, GOMAXPROCS 1) is weighed by its
+// CPU alone: its wake-up is longer, and weighing its delay would make the
+// poller poll through most gaps of a paced stream, at much more CPU per
+// packet.
+//
 // sleepCPU is the least of the last sleepKeep samples, each the process's
 // CPU time from just before a sleep to just after the wake-up a socket
 // brought, less what the clock's reads add to it (cpuClockCost: a read is
@@ -126,7 +138,13 @@ func (g *governor) idleEnded(arrival time.Duration) {
 		if s == 0 {
 			s = g.sleepCost // until a sample counted: the old rule's bound
 		}
-		g.spinLimit = g.spin.limit(s, min(s, g.sleepCost))
+		cost := s
+		if g.flowWoke && g.flowCost > 0 {
+			// The flow sleep: its wake-up's delay counts as CPU (but
+			// the limit stays within a sleep's CPU, as before).
+			cost += g.flowCost
+		}
+		g.spinLimit = g.spin.limit(cost, min(s, g.sleepCost))
 	}
 }
 
