@@ -3,6 +3,9 @@ package rxpath
 import (
 	"runtime"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestFlowEnter: Pollers take the flow sleep only while a P is left for
@@ -41,5 +44,31 @@ func TestFlowEnter(t *testing.T) {
 	}
 	if n := flowPollers.Load(); n != 0 {
 		t.Errorf("%d Pollers counted in the flow sleep after all left, want 0", n)
+	}
+}
+
+// TestFlowSleepCostSlack: a flow sleep's wake-up is measured on a timerfd
+// waited for in ppoll, as a socket wakes a flow sleep, not on ppoll's
+// own timeout, which the kernel stretches by the thread's timer slack: on
+// a thread whose slack is longer than any wake-up (flowSlack), the
+// measurement stays far below it.
+func TestFlowSleepCostSlack(t *testing.T) {
+	const flowSlack = 50 * time.Millisecond
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	old, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+	if err != nil {
+		t.Fatalf("PR_GET_TIMERSLACK: %v", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(flowSlack), 0, 0, 0); err != nil {
+		t.Fatalf("PR_SET_TIMERSLACK: %v", err)
+	}
+	defer unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0)
+	d, err := measureFlowSleep(calSamples, calSleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d >= flowSlack/10 {
+		t.Errorf("a flow sleep's wake-up measured as %v on a thread with %v of timer slack: the slack was measured", d, flowSlack)
 	}
 }

@@ -241,29 +241,61 @@ func SleepCost() time.Duration {
 }
 
 // flowSleepCost is what a flow sleep's wake-up takes on this host (see
-// thread.go): measured as SleepCost is, on ppoll(2) on the calling thread
-// with a timeout of calSleep instead of a timerfd through the runtime's
-// poller, once per process on first use (a Poller's first Run without
-// Config.RuntimeSleep), and cached. A Poller dates an arrival that woke it
-// from a flow sleep that blocked this long before the wake-up: dated a
-// SleepCost before, which is longer, the idle periods before such
-// arrivals would look shorter than they were, and the spin rule would
-// poll through gaps it should sleep through.
+// thread.go): measured as SleepCost is, on a timerfd, but waited for in
+// ppoll(2) on the calling thread instead of through the runtime's poller
+// (measureFlowSleep), once per process on first use (a Poller's first Run
+// without Config.RuntimeSleep), and cached. A Poller dates an arrival
+// that woke it from a flow sleep that blocked this long before the
+// wake-up: dated a SleepCost before, which is longer, the idle periods
+// before such arrivals would look shorter than they were, and the spin
+// rule would poll through gaps it should sleep through.
 func flowSleepCost() time.Duration {
 	flowCost.once.Do(func() {
-		late := make([]time.Duration, 0, calSamples)
-		for range calSamples {
-			at := time.Now().Add(calSleep)
-			if _, e := rawPpoll(nil, calSleep); e != 0 && e != unix.EINTR {
-				flowCost.d = calFallback
-				return
-			}
-			late = append(late, max(time.Since(at), 0))
+		d, err := measureFlowSleep(calSamples, calSleep)
+		if err != nil || d <= 0 {
+			d = calFallback
 		}
-		slices.Sort(late)
-		flowCost.d = min(max(late[calSamples/4], calMin), calMax)
+		flowCost.d = min(max(d, calMin), calMax)
 	})
 	return flowCost.d
+}
+
+// measureFlowSleep returns the lower quartile of the lateness of n
+// wake-ups from a timerfd armed sleep ahead, waited for in ppoll on the
+// calling thread, as a flow sleep waits for its sockets. Not ppoll's own
+// timeout: the kernel stretches that by the thread's timer slack
+// (PR_SET_TIMERSLACK), which a wake-up by a descriptor does not wait for.
+func measureFlowSleep(n int, sleep time.Duration) (time.Duration, error) {
+	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
+		return 0, os.NewSyscallError("timerfd_create", err)
+	}
+	defer unix.Close(fd)
+	late := make([]time.Duration, 0, n)
+	its := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(sleep))}
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for try := 0; len(late) < n; try++ {
+		if try == 4*n {
+			return 0, os.NewSyscallError("ppoll", unix.EINTR)
+		}
+		// Setting the timer clears its expiry count: the timerfd is
+		// readable again once it fires.
+		at := time.Now().Add(sleep)
+		if err := unix.TimerfdSettime(fd, 0, &its, nil); err != nil {
+			return 0, os.NewSyscallError("timerfd_settime", err)
+		}
+		switch k, e := rawPpoll(pfd, threadWait); {
+		case e == unix.EINTR:
+			continue // a signal, not the timer: measure again
+		case e != 0:
+			return 0, os.NewSyscallError("ppoll", e)
+		case k == 0:
+			return 0, os.NewSyscallError("ppoll", unix.ETIMEDOUT)
+		}
+		late = append(late, max(time.Since(at), 0))
+	}
+	slices.Sort(late)
+	return late[n/4], nil
 }
 
 var flowCost struct {
