@@ -98,6 +98,7 @@ func (g *governor) start(sleepCost time.Duration) {
 	g.lastPkt = 0
 	g.gap, g.dev, g.prevRound, g.spun, g.calmUntil, g.lastEmpty, g.wokeAt, g.sleptAt = 0, 0, 0, false, 0, false, 0, 0
 	g.nappedAt, g.probeAt, g.awakeSince, g.rested, g.sleepLen = 0, 0, 0, false, 0
+	g.flowWoke = false // no sleep yet in this Run
 	nap := g.napTimer()
 	g.napSpec = unix.ItimerSpec{Value: unix.NsecToTimespec(int64(max(nap, 0)))}
 	if g.napLen == 0 || g.napLen > g.napOverrunAt() {

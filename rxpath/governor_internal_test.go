@@ -103,6 +103,12 @@ func TestFlowWokeArrival(t *testing.T) {
 			t.Errorf("flow sleep %v: idle period %v, want %v", c.flowWoke, got, c.want)
 		}
 	}
+	// A new Run has had no sleep yet: not one from the last Run's.
+	g := &governor{flowWoke: true}
+	g.configure(&Config{})
+	if g.start(sc); g.flowWoke {
+		t.Error("a new Run's governor takes the last Run's sleep for a flow sleep")
+	}
 }
 
 // TestFlowSpinLimit: after a flow sleep a sleep is weighed by its CPU and
