@@ -83,8 +83,8 @@ type Config struct {
 	// keeps its P, as a goroutine that computes does, and yields it every
 	// 4 ms or so. It does so only while a P is left for the rest of the
 	// process: while fewer of its Pollers sleep so than GOMAXPROCS less
-	// one (never with GOMAXPROCS 1; package mq raises GOMAXPROCS by one per
-	// queue). Once no packet came for 5 ms it sleeps in the runtime's
+	// one (never with GOMAXPROCS 1; package mq keeps GOMAXPROCS above its
+	// number of queues). Once no packet came for 5 ms it sleeps in the runtime's
 	// poller, holding nothing (see the package documentation). With
 	// RuntimeSleep every sleep is the runtime's: the P is free during
 	// every sleep, at more CPU per wake-up. Not with Spin.

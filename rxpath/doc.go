@@ -48,7 +48,8 @@
 //     poller's CPU falls (the table below: against the receiver that
 //     polls 64 empty rounds first, which never sleeps on the paced
 //     300 kpps and 1 Mpps traces). The spin rule dates an arrival after a
-//     sleep one SleepCost before the wake-up: where wake-ups come later
+//     sleep one SleepCost before the wake-up (after a flow sleep, below,
+//     one of its own wake-ups): where wake-ups come later
 //     than that, idle periods look longer than they were and the poller
 //     sleeps more, for less CPU and up to a wake-up of delay.
 //   - Nap, only within a delay budget (Config.MaxDelay, or an explicit
@@ -108,8 +109,8 @@
 // It does so only while a P is left for the rest of the process, which
 // runs its goroutines, timers and network there: while fewer of the
 // process's Pollers sleep so than GOMAXPROCS less one. With GOMAXPROCS 1
-// every sleep is the runtime's; package mq raises GOMAXPROCS by one per
-// queue. Once no packet has come for 5 ms, and for the short sleeps of a
+// every sleep is the runtime's; package mq keeps GOMAXPROCS above its
+// number of queues. Once no packet has come for 5 ms, and for the short sleeps of a
 // starved Poller, it sleeps in the runtime's poller, holding nothing,
 // until packets come back. Stats.ThreadWakeups counts the wake-ups from
 // ppoll. Config.RuntimeSleep makes every sleep the runtime's, for a

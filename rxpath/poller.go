@@ -589,7 +589,7 @@ var processCPU = func() time.Duration {
 // cpuClockCost returns what a read of the process's CPU clock adds to a
 // span timed by two of them: the least difference, over cpuClockPairs
 // pairs of reads back to back, of the second read from the first. The
-// read is a system call (a microsecond or two on a VM), and about one
+// read is a system call, and about one
 // read's worth falls between the two readings of any span. Measured once
 // per process, on first use (a Poller's first Run: cpuClockPairs pairs of
 // system calls), and cached; 0 where the clock cannot be read.

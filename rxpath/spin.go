@@ -58,7 +58,7 @@ import (
 // sleepCPU is the least of the last sleepKeep samples, each the process's
 // CPU time from just before a sleep to just after the wake-up a socket
 // brought, less what the clock's reads add to it (cpuClockCost: a read is
-// a system call, as dear as a third of a sleep on a VM), for every
+// a system call), for every
 // sleepSample'th sleep (see timeSleep). Only a sleep
 // that blocked, short and cheap against its wall time, is a sample (see
 // sleptFor): the process's CPU clock also counts other threads, which

@@ -33,8 +33,8 @@ import (
 //     the runtime polls the network only from a free P (or from sysmon,
 //     every 10 ms), so a goroutine woken by a socket or a pipe, such as a
 //     reader of the packets in the same process, would otherwise wait up
-//     to a ppoll's timeout or sysmon's next look. Package mq raises
-//     GOMAXPROCS by one per queue, so each of its Pollers has one.
+//     to a ppoll's timeout or sysmon's next look. Package mq keeps
+//     GOMAXPROCS above its number of queues, so each of its Pollers has one.
 //   - A goroutine made ready while the Poller holds its P runs on another
 //     P (an idle P also runs the others' due timers and polls the
 //     network); where every other P is busy it waits, as it would for a

@@ -223,8 +223,8 @@ var sleepCost struct {
 // Poller's naps long. It is measured once per process, on first use (a
 // Poller's first Run), which takes about half a millisecond, and cached.
 // It is a latency, not CPU time: a Poller with Config.IdleRounds 0
-// dates an arrival that woke it from a sleep that blocked one SleepCost
-// before the wake-up, never polls an empty ring again for longer than
+// dates an arrival that woke it from a sleep in the runtime's poller that
+// blocked one SleepCost before the wake-up, never polls an empty ring again for longer than
 // this (Stats.SpinLimit; what a sleep costs in CPU is Stats.SleepCPU),
 // sleeps after 3 of it (or 3 of its last sleeps, if longer) awake (the
 // duty rule) and, with a delay budget, naps for 4 of it by default, cut
