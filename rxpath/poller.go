@@ -526,9 +526,9 @@ func (p *Poller) loop() error {
 
 // nap sleeps for the nap's timer (Config.Coalesce or its default, cut to
 // the delay budget, Config.MaxDelay), plus a wake-up, on a timerfd watched
-// through the Go runtime's poller (a nap of at most threadWait in the
-// flow sleep: in ppoll on the Poller's thread), so that packets gather on
-// the RX rings meanwhile; the end of Run's context ends it early. The sockets are
+// through the Go runtime's poller (also in the flow sleep: a ppoll's own
+// timeout would be stretched by the thread's timer slack), so that
+// packets gather on the RX rings meanwhile; the end of Run's context ends it early. The sockets are
 // disarmed in the epoll set first (arm): armed, every packet that arrives
 // during the nap would wake the runtime's poller thread for nothing (the
 // runtime watches the epoll set), costing the nap's CPU and the sending
@@ -541,12 +541,7 @@ func (p *Poller) nap() error {
 	if err := p.arm(false); err != nil {
 		return err
 	}
-	if d := time.Duration(p.napSpec.Value.Nano()); p.flowing && d <= threadWait {
-		if !p.threadNap(d) {
-			g.napCut()
-			return nil
-		}
-	} else if err := p.timerNap(); err != nil || p.stop.Load() {
+	if err := p.timerNap(); err != nil || p.stop.Load() {
 		return err
 	}
 	g.napEnd(time.Since(p.epoch)-start, c0)

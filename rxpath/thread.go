@@ -56,9 +56,10 @@ import (
 // leaves the flow sleep and sleeps through the runtime's poller, so that
 // an idle Poller holds no P and keeps sysmon asleep, until a socket wakes
 // one of them. So do the short sleeps of a starved Poller (no frame for a
-// Fill ring). A nap no longer than threadWait, in the flow sleep, is a
-// ppoll on no descriptor for the nap's length; a longer one waits on the
-// timerfd through the runtime's poller.
+// Fill ring). A nap waits on the timerfd through the runtime's poller
+// even in the flow sleep: the kernel stretches a ppoll's own timeout by
+// the thread's timer slack (50 µs by default), longer than a nap's
+// budget may allow.
 const (
 	threadWait  = 5 * time.Millisecond
 	threadYield = 4 * time.Millisecond
@@ -167,19 +168,6 @@ func (p *Poller) threadSleep(now time.Duration) (woke, quiet bool, err error) {
 	p.c.wakeups++
 	p.c.threadWakeups++
 	return true, false, nil
-}
-
-// threadNap is a nap of d <= threadWait in the flow sleep: ppoll on no
-// descriptor (a yield first may leave the flow sleep: then the nap is
-// just cut short). It reports false if the nap was cut short (Run's end, a
-// signal): then it says nothing of a nap's length or cost.
-func (p *Poller) threadNap(d time.Duration) bool {
-	if _, flowing := p.flowYield(time.Since(p.epoch)); !flowing {
-		return false
-	}
-	p.c.syscalls++
-	_, e := rawPpoll(nil, d)
-	return e != unix.EINTR && !p.stop.Load()
 }
 
 // rawPpoll is ppoll(2) through RawSyscall (see the flow sleep), with no

@@ -791,7 +791,7 @@ func runRX(fwd bool) {
 	} else {
 		pc.FillFrames, pc.Prefetch = o.fillFrames, o.prefetch
 	}
-	// A P of the Poller's own, as package mq adds one per queue: while
+	// A P of the Poller's own, as package mq keeps one per queue: while
 	// packets flow it sleeps in ppoll holding it, which it does only
 	// while a P is left for the rest of the process (rxpath's flow
 	// sleep). Pinned to one CPU (taskset, as make bench runs it, or
