@@ -193,12 +193,6 @@ func (g *governor) napBegin(now time.Duration) time.Duration {
 	return processCPU() // 0: the clock could not be read
 }
 
-// napCut is told that the nap begun was cut short: the round after it is
-// no nap's, nor is its cycle.
-func (g *governor) napCut() {
-	g.nappedAt = 0
-}
-
 // napEnd is told of a nap that lasted d, timed from cpu0 (napBegin).
 func (g *governor) napEnd(d, cpu0 time.Duration) {
 	if cpu0 > 0 {
