@@ -230,14 +230,18 @@ var sleepCost struct {
 // duty rule) and, with a delay budget, naps for 4 of it by default, cut
 // to the budget.
 func SleepCost() time.Duration {
-	sleepCost.once.Do(func() {
-		d, err := measureSleep(calSamples, calSleep)
-		if err != nil || d <= 0 {
-			d = calFallback
-		}
-		sleepCost.d = min(max(d, calMin), calMax)
-	})
+	sleepCost.once.Do(func() { sleepCost.d = calibrate(measureSleep) })
 	return sleepCost.d
+}
+
+// calibrate returns what measure gives for calSamples sleeps of calSleep,
+// calFallback where it fails, clamped to [calMin, calMax].
+func calibrate(measure func(n int, sleep time.Duration) (time.Duration, error)) time.Duration {
+	d, err := measure(calSamples, calSleep)
+	if err != nil || d <= 0 {
+		d = calFallback
+	}
+	return min(max(d, calMin), calMax)
 }
 
 // flowSleepCost is what a flow sleep's wake-up takes on this host (see
@@ -250,13 +254,7 @@ func SleepCost() time.Duration {
 // before such arrivals would look shorter than they were, and the spin
 // rule would poll through gaps it should sleep through.
 func flowSleepCost() time.Duration {
-	flowCost.once.Do(func() {
-		d, err := measureFlowSleep(calSamples, calSleep)
-		if err != nil || d <= 0 {
-			d = calFallback
-		}
-		flowCost.d = min(max(d, calMin), calMax)
-	})
+	flowCost.once.Do(func() { flowCost.d = calibrate(measureFlowSleep) })
 	return flowCost.d
 }
 
