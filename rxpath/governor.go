@@ -41,9 +41,8 @@ type governor struct {
 	n govCounters
 
 	sleepCost time.Duration // SleepCost(), read at Run's start
-	// flowCost is a flow sleep's wake-up (flowSleepCost, read at Run's
-	// start; 0 with Config.RuntimeSleep); flowWoke, whether the last
-	// sleep a socket ended was one.
+	// flowCost: a flow sleep's wake-up (flowSleepCost; 0 with
+	// Config.RuntimeSleep); flowWoke: the last sleep a socket ended was one.
 	flowCost time.Duration
 	flowWoke bool
 	budget   time.Duration   // the delay budget (MaxDelay, or an explicit Coalesce; 0: none), set with the timer
@@ -67,13 +66,11 @@ type governor struct {
 	awakeSince time.Duration
 	rested     bool
 	sleepLen   time.Duration // how long the last sleep a socket ended lasted (at most sleepWallMax SleepCosts)
-	// The spin rule (see spin.go): the idle periods seen, the limit they
-	// gave, and the CPU time of a sleep (the least of the last
-	// len(sleepCPUs) samples; 0: none yet). sleptAt is the start of the
-	// round before the last sleep; blocked whether that sleep waited,
-	// yielded whether it ran other goroutines first (the flow sleep);
-	// idleStarved whether a sleep an empty Fill ring forced came since
-	// the last packet.
+	// The spin rule (spin.go): the idle periods seen, the limit they gave,
+	// a sleep's CPU (least of the samples; 0: none yet). sleptAt: the
+	// round before the last sleep began; blocked: that sleep waited;
+	// yielded: it ran other goroutines first (the flow sleep);
+	// idleStarved: an empty Fill ring forced a sleep since the last packet.
 	spin        spinHist
 	spinLimit   time.Duration
 	sleepCPU    time.Duration
@@ -182,8 +179,9 @@ func (g *governor) decide(now time.Duration, idle int) action {
 	return actSleep
 }
 
-// napBegin is told of a nap beginning at now. It returns the CPU time to time the nap from, 0 if it is not timed:
-// every napSample'th nap, and every one while naps cost what they last.
+// napBegin is told of a nap beginning at now. It returns the CPU time to
+// time the nap from, 0 if it is not timed: every napSample'th nap, and
+// every one while naps cost what they last.
 func (g *governor) napBegin(now time.Duration) time.Duration {
 	g.nappedAt = now
 	if g.n.naps%napSample != 0 && g.napCost < g.napLen {
@@ -242,21 +240,17 @@ func (g *governor) sleepEnd(woke bool, now, cpu0 time.Duration) {
 	}
 }
 
-// arrived updates the expected wait for the next packet after a round,
-// begun at now, that took packets: moving averages (weight 1/4) of
-// the time from one arrival to the next and of its deviation from that
-// average (as TCP estimates a round-trip time and its variation). Only a
-// round that follows an empty one or a sleep sees an arrival: a round
-// after one that took packets is the same batch, and a round after a nap
-// does not say when in the nap its packets came. After a spin, the
-// arrival was now; after a sleep, one wake-up (SleepCost) before the
-// wake (a flow sleep's wake-up, flowCost, before the wake from one). A
-// sample counts for at most twice the longer of a sleep's wake-up
-// and a nap: one pause between bursts does not make the poller sleep
-// through the next burst, a stream slower than that still does. A sleep
-// that did not block (the packet came as it began) puts the arrival at the
-// wake. With Config.IdleRounds 0 (and not Spin), the idle period that
-// ended is counted for the spin rule (see idleEnded), unless an empty
+// arrived updates, after a round begun at now that took packets, the
+// expected wait for the next packet: moving averages (weight 1/4) of the
+// time between arrivals and of its deviation (as TCP estimates a
+// round-trip time). Only a round after an empty one or a sleep sees an
+// arrival (not one after a nap: it does not say when in the nap its
+// packets came). After a spin the arrival was now; after a sleep that
+// blocked, a wake-up before the wake (SleepCost; flowCost after a flow
+// sleep); after one that did not, at the wake. A sample counts for at
+// most twice the longer of a wake-up and a nap: one pause between bursts
+// does not make the poller sleep through the next burst. The idle period
+// that ended is counted for the spin rule (idleEnded), unless an empty
 // Fill ring forced a sleep in it.
 func (g *governor) arrived(now time.Duration) {
 	if g.lastPkt > 0 && g.lastEmpty && g.nappedAt == 0 {
@@ -319,9 +313,7 @@ func (g *governor) napNow(now time.Duration) bool {
 }
 
 // probe reports whether a nap the rules forgo is taken all the same, to
-// measure again: one every napProbeGap NapTimes at most, so that probes
-// add to the wait of a small share of the packets however often the
-// poller asks.
+// measure again: one every napProbeGap NapTimes at most.
 func (g *governor) probe(now time.Duration) bool {
 	if now < g.probeAt {
 		return false
