@@ -80,8 +80,8 @@
  *   64 per power of two: under 1.6% error; no allocation per packet). The
  *   JSON line adds "lat_samples", "lat_negative" (receive time before the
  *   send time: left out), "lat_p50_ns", "lat_p99_ns", "lat_p999_ns",
- *   "lat_max_ns" and "cpu_ns" (the process's CPU time, CLOCK_PROCESS_CPUTIME_ID,
- *   over the run). At the end it prints one JSON line
+ *   "lat_max_ns", "cpu_ns" (the process's CPU time, CLOCK_PROCESS_CPUTIME_ID,
+ *   over the run) and "lat_deciles_ns" (p10 to p90). At the end it prints one JSON line
  *   on stdout, e.g.
  *     {"mode":"txonly","frames":N,"seconds":S,"mpps":X,...}
  *   (rxdrop and fwd add "wakeups": the polls that found the socket ready,
@@ -1445,6 +1445,11 @@ static void run_rxdrop(void)
 		       ",\"cpu_ns\":%" PRIu64 ",\"spin\":%s,",
 		       lat.samples, lat.negative, lat_quantile(0.5), lat_quantile(0.99), lat_quantile(0.999),
 		       lat.max, cpu_ns() - cpu0, o.spin ? "true" : "false");
+		/* The deciles, p10 to p90, as xdpkitbench writes them. */
+		printf("\"lat_deciles_ns\":[");
+		for (int i = 1; i <= 9; i++)
+			printf("%s%" PRIu64, i > 1 ? "," : "", lat_quantile(i / 10.0));
+		printf("],");
 		rx_json_open = false;
 	}
 	print_rx_json(frames, first, last, now_ns() - start, &st, 0, x->kicks, x->kicks_again, 0);

@@ -51,8 +51,9 @@
 // (or xdpbench --stamp's) packets as xdpbench --latency does (latency.go): the send time in the
 // payload against CLOCK_TAI read once per poll round, in a histogram
 // allocated before the run; the JSON line adds "lat_samples",
-// "lat_negative", "lat_p50_ns", "lat_p99_ns", "lat_p999_ns", "lat_max_ns"
-// and "cpu_ns" (the process's CPU time over the run).
+// "lat_negative", "lat_p50_ns", "lat_p99_ns", "lat_p999_ns", "lat_max_ns",
+// "cpu_ns" (the process's CPU time over the run) and "lat_deciles_ns"
+// (p10 to p90).
 //
 // Defaults match xdpbench's: rings of 2048 entries, batch 64, 4096 frames
 // of 4096 bytes, copy mode, need_wakeup on, native XDP. At the end it

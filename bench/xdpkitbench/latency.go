@@ -140,4 +140,14 @@ func processCPU() time.Duration {
 func (h *latHist) json(b *strings.Builder, cpu time.Duration) {
 	fmt.Fprintf(b, `,"lat_samples":%d,"lat_negative":%d,"lat_p50_ns":%d,"lat_p99_ns":%d,"lat_p999_ns":%d,"lat_max_ns":%d,"cpu_ns":%d`,
 		h.samples, h.negative, h.quantile(0.5), h.quantile(0.99), h.quantile(0.999), h.max, cpu.Nanoseconds())
+	// The deciles, p10 to p90: where a stream's packets split between
+	// those a sleeping receiver's wake-up delayed and the others.
+	b.WriteString(`,"lat_deciles_ns":[`)
+	for i := 1; i <= 9; i++ {
+		if i > 1 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(b, "%d", h.quantile(float64(i)/10))
+	}
+	b.WriteByte(']')
 }
