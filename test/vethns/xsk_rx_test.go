@@ -193,11 +193,15 @@ func runRX(t *testing.T, b *vethns.NS, p *vethns.Pair, rx *rxSetup, n int) {
 	fill := &filler{ring: sock.Fill()}
 	primeRX(t, b, p, rx)
 
-	var received atomic.Int64
+	var received, sent atomic.Int64
 	sendErr := make(chan error, 1)
 	go func() {
 		buf := make([]byte, 2048)
 		deadline := time.Now().Add(60 * time.Second)
+		if err := conn.SetWriteDeadline(deadline); err != nil {
+			sendErr <- err
+			return
+		}
 		for i := 0; i < n; i++ {
 			// At most p.InFlight(): below the 256-entry ring in which
 			// veth queues packets for XDP, which overflows (and drops)
@@ -210,9 +214,10 @@ func runRX(t *testing.T, b *vethns.NS, p *vethns.Pair, rx *rxSetup, n int) {
 				time.Sleep(20 * time.Microsecond)
 			}
 			if _, err := conn.Write(payload(buf, i)); err != nil {
-				sendErr <- err
+				sendErr <- fmt.Errorf("datagram %d: %w", i, err)
 				return
 			}
+			sent.Store(int64(i + 1))
 		}
 		sendErr <- nil
 	}()
@@ -225,17 +230,48 @@ func runRX(t *testing.T, b *vethns.NS, p *vethns.Pair, rx *rxSetup, n int) {
 	next := 0
 	var gaps [][2]int // [first missing, first received after them]
 	var hist []string
+	// A wait that sees nothing for 5 s notes where the frames and the
+	// datagrams are; if the sending device then transmits nothing for
+	// another 5 s while datagrams wait in it, the link stopped, not the
+	// socket, and the test says so at once.
+	var stall *rxStall
+	last := time.Now()
+	maxPending, minFill := 0, fill.ring.Size()
 	for next < n {
 		k := sock.RX().Consume(descs)
 		if k == 0 {
 			if err := sock.KickRX(); err != nil {
 				t.Fatal(err)
 			}
-			if err := sock.WaitRX(ctx); err != nil {
-				t.Fatalf("after %d datagrams: %v", next, err)
+			wait, stop := context.WithTimeout(ctx, 5*time.Second)
+			err := sock.WaitRX(wait)
+			stop()
+			if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				if k := sock.RX().Len(); k > 0 {
+					// They came as the wait ended, or WaitRX missed
+					// their wake-up: the log tells which if it recurs.
+					t.Logf("after %d datagrams: WaitRX returned at its 5 s deadline with %d descriptors on the RX ring", next, k)
+					continue
+				}
+				if stall == nil {
+					stall = newRXStall(sock, fill, rx.u, p)
+				} else if why := stall.linkStopped(p, sent.Load()-int64(next)); why != "" {
+					t.Fatalf("after %d datagrams (%d sent, %d gaps) nothing arrived for %v: %s\nwhen the wait began: %s\nnow: %s\n%s; %s",
+						next, sent.Load(), len(gaps), time.Since(last).Round(time.Millisecond), why, stall.state, rxState(sock, fill, rx.u, p), senderState(sendErr), probeStalled(b, p, rx, fill))
+				}
+				continue
+			}
+			if err != nil {
+				var then string
+				if stall != nil {
+					then = stall.state
+				}
+				t.Fatalf("after %d datagrams (%d sent, %d gaps) the RX ring stayed empty for %v: %v\nwhen the wait began: %s\nat the end: %s\n%s; %s",
+					next, sent.Load(), len(gaps), time.Since(last).Round(time.Millisecond), err, then, rxState(sock, fill, rx.u, p), senderState(sendErr), probeStalled(b, p, rx, fill))
 			}
 			continue
 		}
+		last, stall = time.Now(), nil
 		for i, d := range descs[:k] {
 			f, ok := rx.u.Data(d.Addr, d.Len)
 			if !ok {
@@ -272,6 +308,7 @@ func runRX(t *testing.T, b *vethns.NS, p *vethns.Pair, rx *rxSetup, n int) {
 		}
 		fill.give(addrs[:k]...)
 		received.Store(int64(next))
+		maxPending, minFill = max(maxPending, len(fill.pending)), min(minFill, fill.ring.Len())
 	}
 	if err := <-sendErr; err != nil {
 		t.Fatal(err)
@@ -291,7 +328,7 @@ func runRX(t *testing.T, b *vethns.NS, p *vethns.Pair, rx *rxSetup, n int) {
 	if acct.Fill != start.Fill || acct.Held != start.Held {
 		t.Fatalf("after the run: %s", acct)
 	}
-	t.Logf("%d datagrams received byte-exact; stats %+v; %d recvfrom kicks", n, st, sock.Counters().KicksRX)
+	t.Logf("%d datagrams received byte-exact; stats %+v; %d recvfrom kicks; the Fill ring held at least %d frames for the kernel, at most %d waited for room", n, st, sock.Counters().KicksRX, minFill, maxPending)
 }
 
 // primePort is the source port of primeRX's datagrams.
@@ -316,12 +353,20 @@ func primeRX(t *testing.T, b *vethns.NS, p *vethns.Pair, rx *rxSetup) {
 	descs := make([]xsk.Desc, 64)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// A device that stopped transmitting fills the socket's send buffer
+	// and blocks the write: bounded, it fails the test instead.
+	if d, ok := ctx.Deadline(); ok {
+		if err := conn.SetWriteDeadline(d); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for sent := 0; ; sent++ {
 		if sent == 300 || ctx.Err() != nil {
 			t.Fatalf("no priming datagram arrived after %d sent", sent)
 		}
 		if _, err := conn.Write([]byte("prime")); err != nil {
-			t.Fatal(err)
+			tx, _ := txPackets(p.B)
+			t.Fatalf("priming datagram %d: %v (%s has transmitted %d packets: a write waits only while the device holds the socket's send buffer)", sent, err, p.B.Name, tx)
 		}
 		wait, stop := context.WithTimeout(ctx, 100*time.Millisecond)
 		got := false
