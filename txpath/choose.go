@@ -105,20 +105,18 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 // KiB frames with the payload 42 bytes (the UDP/IPv4 headers) into its
 // frame, 4 KiB pages as umem.New maps them, the source at 8 offsets spread
 // over a page in turn, NT copies fenced once per 64 as the Sender's
-// batches are; hot: a 256 KiB region reused (it stays in the L2); cold:
-// cycling through 64 MiB (twice the L3 of the development machine). The
-// table keeps, per size and temperature, the fastest method with offload
-// (copy, NT, or fused, whose sum is then unused) and without (fused,
-// NT+sum or copy+sum), by paired time ratios over the rounds: the plain
-// or the fused copy unless another is ahead by 2% at the low end of a 90%
-// confidence interval of the median ratio. Into a cold destination from
-// 256 B to 64 KiB the answer is NT stores (NT, or NT+sum) unless the
-// quicker of the fused copy-and-sum and copy + sum took 20% less time than
-// NT + sum at its best (then that one, and with offload the quicker of
-// the plain and the fused copy, if quicker than NT): the grids of make
-// bench favour NT there on CPUs where the table's own choice often does
-// not, and the fused copy-and-sum where the table sees it too (see choose
-// and coldSwitchGain). Below 256 B, where nt.Copy is the plain
+// batches are; hot: a 256 KiB region reused (it stays in the L2), 256 KiB
+// of payload per timed trial; cold: cycling through 64 MiB (twice the L3
+// of the development machine), 1 MiB of payload per trial (see
+// coldTrialBytes). The table keeps, per size and temperature, the fastest
+// method with offload (copy, NT, or fused, whose sum is then unused) and
+// without (fused, NT+sum or copy+sum), by paired time ratios over the
+// rounds: the incumbent unless another is ahead by 2% at the low end of a
+// 90% confidence interval of the median ratio. The incumbent is the plain
+// or the fused copy, except into a cold destination from 256 B to 64 KiB,
+// where it is NT stores (NT, or NT+sum), which skip the
+// read-for-ownership that an ordinary store to an uncached line pays (see
+// choose). Below 256 B, where nt.Copy is the plain
 // copy, and in builds without NT stores (nt.Supported false), the answer
 // is never an NT method. A size between two measured ones takes the
 // answer of the nearer by ratio; below 256 B, of the nearer measured size
@@ -138,13 +136,7 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 // read-for-ownership, gives a threshold that need not match the frames'
 // and can move from run to run (the grid's report lists it). Without
 // offload the grid also sets NT + a sum of the (cached) source against the
-// fused copy-and-sum, into cold and into hot frames. Into cold frames from
-// 256 B ChooseCopy's own short measurement is not a good enough guide on
-// some CPUs (see choose), so the rule there is "NT from 256 B unless the
-// table finds another way to copy and sum taking coldSwitchGain less time
-// than NT + sum" (on CPUs where the fused copy-and-sum clearly wins, the
-// table sees it). What is measured still decides hot destinations, and
-// cold ones below 256 B.
+// fused copy-and-sum, into cold and into hot frames.
 // Above 64 KiB, where a payload spans whole contiguous
 // frames, nt's calibration decides: NT stores into a cold destination
 // where nt.Default says NT wins at that size, else the 64 KiB answer
@@ -219,8 +211,8 @@ func prepare() *table {
 	if t := chosen.Load(); t != nil {
 		return t
 	}
-	hot := measureFrames(tableSizes, hotBytes, false, 50*time.Millisecond)
-	cold := measureFrames(tableSizes, coldBytes, true, 150*time.Millisecond)
+	hot := measureFrames(tableSizes, hotBytes, hotTrialBytes, false, 50*time.Millisecond)
+	cold := measureFrames(tableSizes, coldBytes, coldTrialBytes, true, 150*time.Millisecond)
 	t := build(hot, cold, nt.Default().Threshold)
 	chosen.Store(t)
 	return t
@@ -229,6 +221,16 @@ func prepare() *table {
 const (
 	hotBytes  = 256 << 10 // a hot destination: this much UMEM, reused (fits the L2)
 	coldBytes = 64 << 20  // a cold one: cycling through twice the L3 of the development machine
+
+	hotTrialBytes = 256 << 10 // payload bytes per timed trial into a hot destination
+	// coldTrialBytes is the payload per timed trial into a cold
+	// destination, as in the copy-policy grid of make bench. Into cold
+	// frames the methods' paired ratios depend on the trials' length:
+	// with 256 KiB, NT + sum came out level with the fused copy-and-sum
+	// at 4 KiB on a CPU where the grid, and each method run alone over
+	// whole passes of the ring, find the fused copy ahead; with 1 MiB the
+	// table agrees with both.
+	coldTrialBytes = 1 << 20
 )
 
 var tableSizes = []int{64, 128, 256, 512, 1024, 1500, 2048, 4096, 8192, 16384, 32768, 65536}
@@ -302,9 +304,8 @@ func withoutNT(m Method) Method {
 
 const (
 	frameStride = 4096
-	payloadOff  = 42 // Ethernet + IPv4 + UDP
-	fenceEvery  = 64 // the Sender's default batch
-	trialBytes  = 256 << 10
+	payloadOff  = 42         // Ethernet + IPv4 + UDP
+	fenceEvery  = 64         // the Sender's default batch
 	ntMin       = nt.MinSize // nt.Copy's cut-over to NT stores
 	srcSpan     = 4096       // payload sources start in the first page of a buffer...
 	srcOffsets  = 8          // ...at 8 offsets, 520 bytes apart
@@ -317,9 +318,10 @@ func srcOffset(i int) int { return i % srcOffsets * (srcSpan/srcOffsets + 8) }
 
 // measureFrames times every method at each size into a region of
 // ringBytes laid out as UMEM frames (at least four payloads of the largest
-// size), for about budget (at least 5 rounds), and returns the best time
-// of each.
-func measureFrames(sizes []int, ringBytes int, cold bool, budget time.Duration) []TablePoint {
+// size), about trialBytes of payload per timed trial, for about budget (at
+// least 5 rounds), and returns the best time of each with the choices
+// that the rounds' times give (choose).
+func measureFrames(sizes []int, ringBytes, trialBytes int, cold bool, budget time.Duration) []TablePoint {
 	maxStride := (payloadOff + sizes[len(sizes)-1] + frameStride - 1) / frameStride * frameStride
 	ring, free := mapRing(max(ringBytes, 4*maxStride))
 	defer free()
@@ -397,46 +399,32 @@ func measureFrames(sizes []int, ringBytes int, cold bool, budget time.Duration) 
 }
 
 // choose sets p.Offload and p.Soft from the per-round times of each method
-// at p's size and temperature (see fastest), or, into a cold destination
-// from 256 B, from each method's best time (p.Ns); ntStores says whether
-// NT stores are real (nt.Supported in this build):
+// at p's size and temperature, by paired ratios (see fastest), never by
+// the best times (p.Ns, which the table reports): into cold frames the
+// best trial of NT + sum can take far less time than its typical one
+// while the fused copy-and-sum's best stays near its typical, so best
+// times can rank NT + sum first where every trial but a few finds it
+// behind. ntStores says whether NT stores are real (nt.Supported in this
+// build):
 //
-//   - into a hot destination from 256 B: measured, with the plain copy
-//     (offload) or the fused copy-and-sum (no offload) as the incumbent,
-//     which another (NT or fused; NT + sum or copy + sum) must beat by
-//     switchGain;
+//   - into a hot destination from 256 B: with the plain copy (offload) or
+//     the fused copy-and-sum (no offload) as the incumbent, which another
+//     (NT or fused; NT + sum or copy + sum) must beat by switchGain;
+//   - into a cold destination from 256 B: the same, with NT stores (NT,
+//     or NT + a sum of the source) as the incumbent: they skip the
+//     read-for-ownership that an ordinary store to an uncached line pays;
 //   - below nt's cut-over (256 B), where nt.Copy copies with the builtin
 //     copy (NT is the ordinary copy plus a fence there, whatever the noise
-//     says), and wherever NT stores are not real: measured the same way,
-//     without the NT methods;
-//   - into a cold destination from 256 B: NT stores (NT, or NT + a sum of
-//     the source), which skip the read-for-ownership that an ordinary
-//     store to an uncached line pays, unless the comparison without
-//     offload, by best times, clears coldSwitchGain (20%): then the
-//     quicker alternative without offload, and with offload the quicker
-//     of copy and fused if it is quicker than NT. Not the table's times
-//     alone: at cold 256 B the start-up table often keeps the plain copy
-//     (or copy + sum) on CPUs where the copy-policy grid of make bench,
-//     seconds later in the same process and with longer trials, finds NT
-//     ahead; NT whatever the times fails on CPUs where the fused copy is
-//     clearly quicker, which the table does see. The margin keeps the
-//     first kind on NT and the second on the fused copy.
+//     says), and wherever NT stores are not real: the same, without the
+//     NT methods.
 func (p *TablePoint) choose(times *[5][]float64, ntStores bool) {
 	switch {
 	case p.Size < ntMin || !ntStores:
 		p.Offload = fastest(times, MethodCopy, MethodFused)
 		p.Soft = fastest(times, MethodFused, MethodCopySum)
 	case p.Cold:
-		// By the best times (p.Ns), which the table records: see
-		// coldSwitchGain.
-		p.Offload, p.Soft = MethodNT, MethodNTSum
-		so, oo := p.quickest(MethodFused, MethodCopySum), p.quickest(MethodCopy, MethodFused)
-		if p.Ns[MethodNTSum]*(1-coldSwitchGain) > p.Ns[so] {
-			p.Soft = so
-			if p.Ns[oo] < p.Ns[MethodNT] {
-				p.Offload = oo
-			}
-		}
+		p.Offload = fastest(times, MethodNT, MethodCopy, MethodFused)
+		p.Soft = fastest(times, MethodNTSum, MethodFused, MethodCopySum)
 	default:
 		p.Offload = fastest(times, MethodCopy, MethodNT, MethodFused)
 		p.Soft = fastest(times, MethodFused, MethodNTSum, MethodCopySum)
@@ -450,10 +438,9 @@ func (p *TablePoint) choose(times *[5][]float64, ntStores bool) {
 // another replaces the current choice only if it is faster by switchGain
 // at the low end of a 90% confidence interval of the median ratio
 // (medianLow), not just at the median. The rounds' ratios spread widely at
-// some sizes (at cold 256 B, when choose still measured there, the slower
-// tenth and the faster tenth of the rounds could disagree on which method
-// wins), and a median of 30 rounds then falls on either side of a tie by
-// chance.
+// some sizes (at cold 256 B the slower tenth and the faster tenth of the
+// rounds can disagree on which method wins), and a median of 30 rounds
+// then falls on either side of a tie by chance.
 func fastest(times *[5][]float64, cand ...Method) Method {
 	best := cand[0]
 	for _, m := range cand[1:] {
@@ -475,35 +462,6 @@ func fastest(times *[5][]float64, cand ...Method) Method {
 }
 
 const switchGain = 0.02
-
-// quickest returns the method of ms with the lowest best time (p.Ns), the
-// first of them on a tie.
-func (p *TablePoint) quickest(ms ...Method) Method {
-	q := ms[0]
-	for _, m := range ms[1:] {
-		if p.Ns[m] < p.Ns[q] {
-			q = m
-		}
-	}
-	return q
-}
-
-// coldSwitchGain decides the answers into a cold destination from 256 B:
-// NT stores, unless the quicker of the fused copy-and-sum and copy + sum
-// takes coldSwitchGain (20%) less time than NT + sum, by best times; then
-// that one without offload, and with offload the quicker of the plain
-// and the fused copy if it is quicker than NT at all.
-//
-// The comparison without offload decides both because it is the one that
-// tells the machines apart: on CPUs where NT stores into cold frames win
-// (AMD EPYC Zen 3 in the committed copy-policy grids), NT + sum's time is
-// close to the quicker alternative's; where they lose (Zen 5), the fused
-// copy is clearly quicker. With offload the ratios of the two kinds of
-// machine overlap, so they cannot decide. The margin sits in the gap
-// between the two kinds; the copy-policy grid of make bench
-// (bench/out/summary.md) checks every answer, TestChooseRules the
-// rule.
-const coldSwitchGain = 0.20
 
 // medianLow is the index, in n sorted values, of the lower end of a
 // two-sided 90% confidence interval of their median by the sign test: the

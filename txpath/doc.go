@@ -60,9 +60,9 @@
 // process measures once, on this
 // host, when the first zero-copy Auto Sender is made (a noticeable time;
 // [Prepare] does it earlier). From 256 B to 64 KiB, where the frames count
-// as cold, the answer is NT stores (NT, or NT + sum), in builds that have
-// them, unless the measurement finds another way to copy and sum taking
-// 20% less time than NT + sum (see [ChooseCopy]). In copy mode the destination is hot and Auto
+// as cold, NT stores (NT, or NT + sum), in builds that have them, are the
+// answer unless the measurement finds another copy clearly quicker (see
+// [ChooseCopy]). In copy mode the destination is hot and Auto
 // never copies with NT stores (Stats.NTCopies stays 0; TestCopyModeNoNT),
 // which leaves one answer per case: a plain copy under offload, the fused
 // copy-and-sum otherwise; so a copy-mode Sender measures nothing, except

@@ -149,7 +149,7 @@ func swCosts() (fused, copySum float64) {
 		}
 	}
 	swPointOnce.Do(func() {
-		swPoint = measureFrames([]int{1500}, hotBytes, false, 50*time.Millisecond)[0]
+		swPoint = measureFrames([]int{1500}, hotBytes, hotTrialBytes, false, 50*time.Millisecond)[0]
 	})
 	return swPoint.Ns[MethodFused], swPoint.Ns[MethodCopySum]
 }
