@@ -133,17 +133,24 @@
 // Poller.sleep does: in ppoll(2) on the poller's thread while packets
 // flow (cheaper and quicker to wake than the runtime's poller, as make
 // bench's wake-up cost table shows), through the runtime's poller with
-// Config.RuntimeSleep or once the stream stopped. Its references sleep in
-// ppoll too: a receiver that sleeps whenever its ring is empty, and one
-// that polls 64 empty rounds before it sleeps in poll(2), as make bench's
-// C receiver does. It asserts per trace that no packet waits longer than
-// the budget plus a wake-up, that the delay added to that of the receiver
-// that sleeps whenever its ring is empty is within the budget, and that a
-// stream that stops ends in a sleep. Against the C receiver's policy the
-// default's median wait is no longer and its CPU per packet no more, but
-// on Poisson arrivals, where it polls through longer gaps than 64 rounds
-// last and pays a little more CPU for a shorter median. Where naps wake
-// late (a contended CPU) the governor stops napping. The simulated
+// Config.RuntimeSleep or once the stream stopped; a nap waits in the
+// runtime's poller. Its references are Pollers with another idle policy,
+// sleeping the same way: one that sleeps whenever its ring is empty, and
+// one that polls 64 empty rounds before it sleeps, as make bench's C
+// receiver does before poll(2). It asserts per trace that no packet waits
+// longer than the budget plus a wake-up, that the delay added to that of
+// the receiver that sleeps whenever its ring is empty is within the budget
+// and a nap's longer wake-up, and that a stream that stops ends in a
+// sleep. Against the C receiver's policy the default's median wait is no
+// longer and its CPU per packet no more, but on Poisson arrivals, where it
+// polls through longer gaps than 64 rounds last and pays a little more
+// CPU for a shorter median. The simulated flowSleepCost, as on a real
+// host, is a timer's wake-up, longer than a socket's: an arrival after a
+// flow sleep is dated before it came, the idle period before it looks
+// shorter than it was, and the default polls through gaps it could sleep
+// through, at more CPU than the receiver that sleeps whenever its ring is
+// empty for the same waits (paced 100 kpps below). Where naps wake late
+// (a contended CPU) the governor stops napping. The simulated
 // results (go test -run TestGovernorTable ./rxpath/ -update-doc writes
 // them here; each trace lasts 100 ms and is followed by silence; wait is
 // from a packet's arrival to the round that takes it):
@@ -201,12 +208,7 @@
 // make bench's paced sender keeps its pace while it keeps up, but a
 // receiver that sleeps more slows it, and it then catches up in batches:
 // its latency rows move between runs more than the simulator's figures
-// suggest. Against the C receiver, make bench goes the table's way for
-// the default at 100 kpps and 1 Mpps (no more CPU, about the same
-// median) but not at 300 kpps, where both spend about a whole CPU; and
-// its RuntimeSleep polls through part of the 100 kpps stream, whose real
-// gaps vary, for a shorter median at more CPU, where the simulated one
-// sleeps through every gap.
+// suggest.
 //
 // # Delivery: copy or lend
 //

@@ -351,9 +351,11 @@ for k in $KERNELS; do
 	# A NIC of the guest whose transmit queue stopped (the kernel's
 	# watchdog): the tests that send through it fail, and the cause is the
 	# emulated device, not the socket under test (docs/kernels.md). The
-	# first report per NIC, with the guest's uptime.
+	# first report per NIC, with the guest's uptime ("eth3: NETDEV
+	# WATCHDOG: CPU: 1: ..." on newer kernels, "NETDEV WATCHDOG: eth3
+	# (virtio_net): ..." on older ones).
 	grep -a 'NETDEV WATCHDOG' "$out/$k.console" 2>/dev/null | tr -d '\r' | sed 's/^.*\(\[ *[0-9.]*\]\)/\1/' |
-		awk '{for (i = 2; i <= NF; i++) if ($i == "NETDEV") nic = $(i - 1)} !seen[nic]++' |
+		awk '{for (i = 2; i <= NF; i++) if ($i == "NETDEV") nic = ($(i + 2) == "CPU:" ? $(i - 1) : $(i + 2))} !seen[nic]++' |
 		sed "s/^/kernels: $k: a NIC's transmit queue stopped, tests sending through it fail: /" || true
 done
 # Every test and subtest of every run, in the plain form CI reads.

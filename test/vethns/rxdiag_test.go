@@ -156,11 +156,13 @@ func newRXStall(sock *xsk.Socket, fill *filler, u *umem.UMEM, p *vethns.Pair) *r
 }
 
 // linkStopped says why the link is to blame when the sending device
-// transmitted nothing since the stall began although waiting datagrams
-// were written to it, and "" otherwise.
-func (s *rxStall) linkStopped(p *vethns.Pair, waiting int64) string {
+// transmitted nothing since the stall began and fewer packets since the
+// run began (its counter then read tx0) than the sent datagrams written
+// to it, and "" otherwise: a sender that stops because the receiver
+// stopped taking datagrams (its window is full) has transmitted them all.
+func (s *rxStall) linkStopped(p *vethns.Pair, waiting int64, tx0 uint64, sent int64) string {
 	tx, err := txPackets(p.B)
-	if err != nil || tx != s.tx || waiting <= 0 {
+	if err != nil || tx != s.tx || waiting <= 0 || int64(tx-tx0) >= sent {
 		return ""
 	}
 	return fmt.Sprintf("the sending side stopped: %s transmitted nothing in %v (%d packets, as before) while %d datagrams written to it waited "+

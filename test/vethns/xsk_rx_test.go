@@ -194,7 +194,10 @@ func runRX(t *testing.T, b *vethns.NS, p *vethns.Pair, rx *rxSetup, n int) {
 	primeRX(t, b, p, rx)
 
 	var received, sent atomic.Int64
+	tx0, _ := txPackets(p.B)
 	sendErr := make(chan error, 1)
+	done := make(chan struct{}) // the receiving loop ended: stop sending
+	defer close(done)
 	go func() {
 		buf := make([]byte, 2048)
 		deadline := time.Now().Add(60 * time.Second)
@@ -210,6 +213,11 @@ func runRX(t *testing.T, b *vethns.NS, p *vethns.Pair, rx *rxSetup, n int) {
 				if time.Now().After(deadline) {
 					sendErr <- fmt.Errorf("receiver stalled at %d of %d", received.Load(), n)
 					return
+				}
+				select {
+				case <-done:
+					return
+				default:
 				}
 				time.Sleep(20 * time.Microsecond)
 			}
@@ -248,14 +256,22 @@ func runRX(t *testing.T, b *vethns.NS, p *vethns.Pair, rx *rxSetup, n int) {
 			stop()
 			if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 				if k := sock.RX().Len(); k > 0 {
-					// They came as the wait ended, or WaitRX missed
-					// their wake-up: the log tells which if it recurs.
-					t.Logf("after %d datagrams: WaitRX returned at its 5 s deadline with %d descriptors on the RX ring", next, k)
+					// WaitRX missed their wake-up (or they came just as
+					// its deadline passed): go on, to see the rest.
+					t.Errorf("after %d datagrams: WaitRX returned at its 5 s deadline with %d descriptors on the RX ring", next, k)
 					continue
+				}
+				select {
+				case err := <-sendErr:
+					if err != nil {
+						t.Fatalf("after %d datagrams (%d sent) nothing arrived for 5 s and the sender failed: %v", next, sent.Load(), err)
+					}
+					sendErr <- nil // it finished: for the check after the loop
+				default:
 				}
 				if stall == nil {
 					stall = newRXStall(sock, fill, rx.u, p)
-				} else if why := stall.linkStopped(p, sent.Load()-int64(next)); why != "" {
+				} else if why := stall.linkStopped(p, sent.Load()-int64(next), tx0, sent.Load()); why != "" {
 					t.Fatalf("after %d datagrams (%d sent, %d gaps) nothing arrived for %v: %s\nwhen the wait began: %s\nnow: %s\n%s; %s",
 						next, sent.Load(), len(gaps), time.Since(last).Round(time.Millisecond), why, stall.state, rxState(sock, fill, rx.u, p), senderState(sendErr), probeStalled(b, p, rx, fill))
 				}
@@ -306,9 +322,10 @@ func runRX(t *testing.T, b *vethns.NS, p *vethns.Pair, rx *rxSetup, n int) {
 			addrs[i] = d.Addr
 			next++
 		}
+		minFill = min(minFill, fill.ring.Len()) // before the frames go back
 		fill.give(addrs[:k]...)
 		received.Store(int64(next))
-		maxPending, minFill = max(maxPending, len(fill.pending)), min(minFill, fill.ring.Len())
+		maxPending = max(maxPending, len(fill.pending))
 	}
 	if err := <-sendErr; err != nil {
 		t.Fatal(err)
