@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestLatHistQuantiles compares the histogram's quantiles with the exact
@@ -83,5 +86,34 @@ func TestLatHistBatch(t *testing.T) {
 	h.endRound()
 	if h.now != 0 || h.seen != 0 {
 		t.Errorf("endRound kept now %d, seen %d", h.now, h.seen)
+	}
+}
+
+// TestLatHistJSON: the fields the harness reads, with the deciles p10 to
+// p90 in order, the fifth equal to p50.
+func TestLatHistJSON(t *testing.T) {
+	h := &latHist{}
+	for v := range uint64(1000) {
+		h.count[latBucket(v*100)]++
+		h.samples++
+	}
+	var b strings.Builder
+	b.WriteString(`{"mode":"rxdrop"`)
+	h.json(&b, time.Second)
+	b.WriteString("}")
+	var got struct {
+		P50     uint64   `json:"lat_p50_ns"`
+		Deciles []uint64 `json:"lat_deciles_ns"`
+	}
+	if err := json.Unmarshal([]byte(b.String()), &got); err != nil {
+		t.Fatalf("%v: %s", err, b.String())
+	}
+	if len(got.Deciles) != 9 || !slices.IsSorted(got.Deciles) || got.Deciles[4] != got.P50 {
+		t.Fatalf("deciles %v, p50 %d: want 9 in order, the fifth the p50", got.Deciles, got.P50)
+	}
+	for i, d := range got.Deciles {
+		if want := h.quantile(float64(i+1) / 10); d != want {
+			t.Errorf("decile %d: %d, want %d", i+1, d, want)
+		}
 	}
 }
