@@ -14,6 +14,7 @@ import (
 	"runtime/metrics"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -319,6 +320,33 @@ func ready() {
 		out = " -> " + o.outIfname
 	}
 	fmt.Fprintf(os.Stderr, "xdpkitbench: ready: %s on %s%s\n", o.mode, o.ifname, out)
+}
+
+// spareThreads leaves n more idle threads in the runtime's pool. The
+// Poller yields its P every few milliseconds while packets flow
+// (runtime.Gosched), and a yield wakes an idle thread to look for work
+// on the idle P; where the pool has none idle, the runtime starts one,
+// and a new thread allocates (its m and g structures, 7 to 23 objects).
+// That happens once, early in a run or not at all, depending on where
+// the set-up left the pool's threads: it is the runtime's start-up, not
+// the loop's, and would make the allocation count a coin flip. Each
+// goroutine here holds a thread while it waits (LockOSThread), so the
+// runtime starts others for the rest; released, the threads go idle and
+// stay in the pool.
+func spareThreads(n int) {
+	var held sync.WaitGroup
+	release := make(chan struct{})
+	held.Add(n)
+	for range n {
+		go func() {
+			runtime.LockOSThread()
+			held.Done()
+			<-release
+			runtime.UnlockOSThread()
+		}()
+	}
+	held.Wait()
+	close(release)
 }
 
 // allocSample reads the process's cumulative heap allocation count
@@ -798,6 +826,7 @@ func runRX(fwd bool) {
 	// --cpu), Go starts with one P; the other stays idle while packets
 	// flow, as the handler readies no goroutine.
 	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
+	spareThreads(2)
 	p, err := rxpath.New(pc, in)
 	if err != nil {
 		die("poller: %v", err)
