@@ -144,17 +144,20 @@ type Config struct {
 	// the Packet (RXHash, RXTimestamp, XDPTime; meta.go). Off, a packet
 	// has none and nothing is read.
 	Metadata bool
-	// Prefetch makes the poller read the first byte of every buffer of a
-	// batch it takes from an RX ring before it hands the handler the
+	// Prefetch makes the poller read one byte of every cache line of
+	// each packet's first 128 bytes (its headers), for every buffer of a
+	// batch it takes from an RX ring, before it hands the handler the
 	// first packet (not of the buffers it takes afterwards to complete a
 	// multi-buffer packet that the batch ends in the middle of, which
-	// are not read ahead). In copy mode the kernel writes each frame on the CPU
-	// that ran its RX path, so a handler that reads the headers (a
-	// parser, a forwarder) takes one cache miss per packet, one after
-	// the other; these reads are independent of each other, so their
-	// misses overlap. Set it for such a handler; one that does not read
-	// its packets (a drop counter) pays for reads it does not need. Off
-	// by default.
+	// are not read ahead). In copy mode the kernel writes each frame on
+	// the CPU that ran its RX path, so a handler that reads the headers
+	// (a parser, a forwarder, a receiver that checks payloads) takes a
+	// cache miss for each line it reads, one packet after the other;
+	// these reads are independent of each other, so their misses
+	// overlap. It pays where a batch holds many packets (NAPI deferral,
+	// bursts, high rates). Set it for such a handler; one that does not
+	// read its packets (a drop counter) pays for reads it does not need.
+	// Off by default.
 	Prefetch bool
 }
 

@@ -6,20 +6,39 @@ import (
 	"github.com/xdpkit/xdpkit/xsk"
 )
 
-// TestTouchFirst checks Config.Prefetch's reads: the first byte of every
-// buffer inside the UMEM, none outside it.
+// TestTouchFirst checks Config.Prefetch's reads: one byte of each cache
+// line of a packet's first 128 bytes, of every buffer inside the UMEM,
+// none beyond the packet, its first 128 bytes or the UMEM.
 func TestTouchFirst(t *testing.T) {
 	mem := make([]byte, 2*4096)
-	mem[0], mem[4096+256], mem[100], mem[1] = 1, 2, 4, 64
+	read := map[int]byte{
+		0:    1,  // a 60-byte packet at 0: one line
+		4352: 2,  // a 1500-byte packet at 4096+256: its first line
+		4416: 4,  // and its second
+		100:  8,  // a 60-byte packet at 100: the rest of line 64..127
+		128:  16, // and the start of the next line
+		8182: 32, // a packet 10 bytes before the end of the UMEM
+	}
+	notRead := map[int]byte{
+		4480: 64,  // the 1500-byte packet's third line, beyond 128 bytes
+		64:   128, // the line after the 60-byte packet at 0
+	}
+	for _, m := range []map[int]byte{read, notRead} {
+		for i, v := range m {
+			mem[i] = v
+		}
+	}
 	descs := []xsk.Desc{
 		{Addr: 0, Len: 60},
 		{Addr: 4096 + 256, Len: 1500},
 		{Addr: 100, Len: 60},
-		{Addr: uint64(len(mem)), Len: 60}, // one past the end: not read
-		{Addr: 1 << 40, Len: 60},          // far outside: not read
+		{Addr: uint64(len(mem)) - 10, Len: 60}, // runs past the UMEM: its bytes inside only
+		{Addr: uint64(len(mem)), Len: 60},      // one past the end: not read
+		{Addr: 1 << 40, Len: 60},               // far outside: not read
+		{Addr: 1<<64 - 8, Len: 60},             // its end would wrap around: not read
 	}
-	if got, want := touchFirst(mem, descs), byte(1+2+4); got != want {
-		t.Errorf("touchFirst = %d, want %d (the first byte of each buffer inside the UMEM)", got, want)
+	if got, want := touchFirst(mem, descs), byte(1+2+4+8+16+32); got != want {
+		t.Errorf("touchFirst = %d, want %d (one byte of each line of a packet's first 128 bytes inside the UMEM)", got, want)
 	}
 	if got := touchFirst(mem, nil); got != 0 {
 		t.Errorf("touchFirst of no descriptors = %d, want 0", got)

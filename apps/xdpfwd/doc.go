@@ -75,8 +75,9 @@
 // -runtime-sleep makes it sleep in the Go runtime's poller instead
 // (rxpath.Config.RuntimeSleep): the P is free during every sleep, at more
 // CPU per wake-up.
-// The poller reads the first byte of every packet of a batch before the
-// forwarder parses the first (rxpath.Config.Prefetch): the kernel wrote
+// The poller reads the cache lines of every packet's headers (its first
+// 128 bytes) for a whole batch before the forwarder parses the first
+// packet (rxpath.Config.Prefetch): the kernel wrote
 // the frames on another CPU, and the batch's cache misses then overlap
 // instead of stalling the parser once per packet. A poll round that
 // took packets and leaves fewer than 32 to send (copy mode's TX budget,

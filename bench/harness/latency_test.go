@@ -134,13 +134,13 @@ func TestLatencyTargets(t *testing.T) {
 // on, and without it when they turn it off.
 func TestLatDesc(t *testing.T) {
 	defer func(a []string) { goArgs = a }(goArgs)
-	const def, rt = "xdpkit (rxpath.Poller, defaults)", "xdpkit (rxpath.Poller, RuntimeSleep)"
+	const def, rt = "xdpkit (rxpath.Poller, defaults, Prefetch)", "xdpkit (rxpath.Poller, RuntimeSleep, Prefetch)"
 	for _, c := range []struct {
 		goArgs, extra []string
 		desc, want    string
 	}{
 		{nil, nil, def, def},
-		{[]string{"--runtime-sleep"}, nil, def, "xdpkit (rxpath.Poller, defaults and RuntimeSleep)"},
+		{[]string{"--runtime-sleep"}, nil, def, "xdpkit (rxpath.Poller, defaults, Prefetch and RuntimeSleep)"},
 		{[]string{"--runtime-sleep", "--runtime-sleep=false"}, nil, def, def},
 		{[]string{"--runtime-sleeps=2"}, nil, def, def},
 		{nil, []string{"--runtime-sleep"}, rt, rt},
