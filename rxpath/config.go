@@ -144,12 +144,14 @@ type Config struct {
 	// the Packet (RXHash, RXTimestamp, XDPTime; meta.go). Off, a packet
 	// has none and nothing is read.
 	Metadata bool
-	// Prefetch makes the poller read one byte of every cache line of
-	// each packet's first 128 bytes (its headers), for every buffer of a
-	// batch it takes from an RX ring, before it hands the handler the
-	// first packet (not of the buffers it takes afterwards to complete a
-	// multi-buffer packet that the batch ends in the middle of, which
-	// are not read ahead). In copy mode the kernel writes each frame on
+	// Prefetch makes the poller read one byte of every cache line of the
+	// first 128 bytes (the headers) of each packet of a batch it takes
+	// from an RX ring, before it hands the handler the first packet: up
+	// to three reads per packet (two where it starts on a 64-byte line,
+	// fewer for a short one). A multi-buffer packet's
+	// later buffers, which hold payload, are not read ahead, nor are the
+	// buffers it takes afterwards to complete a packet that the batch
+	// ends in the middle of. In copy mode the kernel writes each frame on
 	// the CPU that ran its RX path, so a handler that reads the headers
 	// (a parser, a forwarder, a receiver that checks payloads) takes a
 	// cache miss for each line it reads, one packet after the other;

@@ -772,18 +772,27 @@ func (p *Poller) visit(s *sock, quota int) int {
 }
 
 // touchFirst reads one byte of every cache line that holds the first
-// prefetchBytes of a packet (or all of a shorter one), for every
-// descriptor whose buffer starts inside mem (Config.Prefetch), and
-// returns their sum, which the caller keeps so that the reads are not
-// optimised away. The reads are independent of each other: the CPU
-// overlaps their cache misses.
+// prefetchBytes of a packet's first buffer (or all of a shorter one),
+// for every packet of descs whose first buffer starts inside mem
+// (Config.Prefetch), and returns their sum, which the caller keeps so
+// that the reads are not optimised away. The buffers that continue a
+// packet (after a descriptor with xsk.OptContd) hold its payload, not
+// its headers, and are not read; descs starts at a packet's first
+// buffer but after the tail of a packet too long to take (visit reads
+// the rest of a packet the last batch ended in the middle of without
+// calling it). The reads are independent of each
+// other: the CPU overlaps their cache misses.
 func touchFirst(mem []byte, descs []xsk.Desc) byte {
 	var t byte
+	contd := false // the previous descriptor's packet goes on in this one
 	for _, d := range descs {
-		end := min(d.Addr+uint64(min(d.Len, prefetchBytes)), uint64(len(mem)))
-		for a := d.Addr; a < end; a = a | (cacheLine - 1) + 1 {
-			t += mem[a]
+		if !contd {
+			end := min(d.Addr+uint64(min(d.Len, prefetchBytes)), uint64(len(mem)))
+			for a := d.Addr; a < end; a = a | (cacheLine - 1) + 1 {
+				t += mem[a]
+			}
 		}
+		contd = d.Options&xsk.OptContd != 0
 	}
 	return t
 }

@@ -101,7 +101,10 @@ var latReceivers = []struct {
 	// The receivers read every packet's stamp, so xdpkit's set
 	// rxpath.Config.Prefetch, as the package advises for a handler that
 	// reads its packets: the C receiver reads a batch's stamps in one
-	// tight loop, whose cache misses the CPU overlaps by itself.
+	// tight loop, whose cache misses the CPU overlaps by itself. It lowers
+	// the CPU per packet of long batches; the delays it cannot lower, as
+	// xdpkit's handler reads the clock after the poller's reads ahead (the
+	// C receiver before its reads).
 	{"xdpkit", "xdpkit (rxpath.Poller, defaults, Prefetch)", false, []string{"--prefetch"}}, // see latDesc
 	// The Poller sleeping in the Go runtime's poller also while packets
 	// flow: what the default's sleep in ppoll saves.

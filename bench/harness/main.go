@@ -109,7 +109,7 @@ func main() {
 	}
 	goArgs = strings.Fields(*goargs)
 	if len(goArgs) > 0 && c.readme != "" {
-		fatalf("-goargs with -readme: README's figures are the defaults'")
+		fatalf("-goargs with -readme: README's figures are those of make bench's own arguments")
 	}
 	c.genCPU, c.measCPU = 0, 1
 	if runtime.NumCPU() < 2 {

@@ -47,9 +47,16 @@
 // instead of in ppoll on its own thread as xdpbench sleeps in poll(2).
 // make bench's latency rows measure it beside the default.
 //
+// --prefetch (rxdrop, fwd) sets rxpath.Config.Prefetch: the Poller reads
+// the cache lines of every packet's first 128 bytes for a whole batch
+// before it hands the handler the first. make bench's latency receivers
+// set it, as they read every packet's stamp; the rxdrop rows, whose
+// handler reads no packet, do not.
+//
 // --latency (rxdrop) measures the one-way delay of xdpgen -timestamp's
 // (or xdpbench --stamp's) packets as xdpbench --latency does (latency.go): the send time in the
-// payload against CLOCK_TAI read once per poll round, in a histogram
+// payload against CLOCK_TAI read once per batch the poller takes off the
+// RX ring (at its first stamped packet), in a histogram
 // allocated before the run; the JSON line adds "lat_samples",
 // "lat_negative", "lat_p50_ns", "lat_p99_ns", "lat_p999_ns", "lat_max_ns",
 // "cpu_ns" (the process's CPU time over the run) and "lat_deciles_ns"

@@ -322,17 +322,20 @@ func ready() {
 	fmt.Fprintf(os.Stderr, "xdpkitbench: ready: %s on %s%s\n", o.mode, o.ifname, out)
 }
 
-// spareThreads leaves n more idle threads in the runtime's pool. The
-// Poller yields its P every few milliseconds while packets flow
-// (runtime.Gosched), and a yield wakes an idle thread to look for work
-// on the idle P; where the pool has none idle, the runtime starts one,
-// and a new thread allocates (its m and g structures, 7 to 23 objects).
-// That happens once, early in a run or not at all, depending on where
-// the set-up left the pool's threads: it is the runtime's start-up, not
-// the loop's, and would make the allocation count a coin flip. Each
-// goroutine here holds a thread while it waits (LockOSThread), so the
-// runtime starts others for the rest; released, the threads go idle and
-// stay in the pool.
+// spareThreads leaves at least n idle threads in the runtime's pool
+// besides the caller's. The Poller yields its P every few milliseconds
+// while packets flow (runtime.Gosched), and a yield wakes an idle thread
+// to look for work on the idle P; where the pool has none idle, the
+// runtime starts one, and a new thread allocates (its m and g
+// structures, 7 to 23 objects). That happens once, early in a run or not
+// at all, depending on where the set-up left the pool's threads: it is
+// the runtime's start-up, not the loop's, and would make the allocation
+// count a coin flip. Two: one thread may wait in the network poller
+// without a P while the Poller's holds its own, and the yield wants
+// another for the idle P. Each goroutine here holds a thread while it
+// waits (LockOSThread), taking an idle one or making the runtime start
+// one; released, the threads go idle and stay in the pool (the runtime
+// never ends an idle thread).
 func spareThreads(n int) {
 	var held sync.WaitGroup
 	release := make(chan struct{})
