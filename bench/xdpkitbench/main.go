@@ -327,7 +327,7 @@ func ready() {
 // while packets flow (runtime.Gosched), and a yield wakes an idle thread
 // to look for work on the idle P; where the pool has none idle, the
 // runtime starts one, and a new thread allocates (its m and g
-// structures, 7 to 23 objects). That happens once, early in a run or not
+// structures). That happens once, early in a run or not
 // at all, depending on where the set-up left the pool's threads: it is
 // the runtime's start-up, not the loop's, and would make the allocation
 // count a coin flip. Two: one thread may wait in the network poller
