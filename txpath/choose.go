@@ -116,7 +116,8 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 // or the fused copy, except into a cold destination from 256 B to 64 KiB,
 // where it is NT stores (NT, or NT+sum), which skip the
 // read-for-ownership that an ordinary store to an uncached line pays (see
-// choose). Below 256 B, where nt.Copy is the plain
+// choose); without offload, where NT beats the ordinary copy, another must
+// beat NT + sum by 10%, not 2% (ntSumKeep). Below 256 B, where nt.Copy is the plain
 // copy, and in builds without NT stores (nt.Supported false), the answer
 // is never an NT method. A size between two measured ones takes the
 // answer of the nearer by ratio; below 256 B, of the nearer measured size
@@ -152,6 +153,18 @@ func ChooseCopy(size int, coldDest, offload bool) Method {
 // Prepare measures what ChooseCopy needs now, so that its first call does
 // not. It is idempotent.
 func Prepare() { prepare() }
+
+// Remeasure takes ChooseCopy's measurements again, as its first call (or
+// Prepare) did, and replaces the table it answers from: for a program that
+// runs long on a machine that may change under it (a virtual machine moved
+// to other hardware, a new CPU frequency policy). It takes as long as the
+// first measurement, on the calling goroutine. Senders already made get the
+// new answers from their next packet: they ask ChooseCopy per packet.
+func Remeasure() {
+	prepareOnce.Lock()
+	defer prepareOnce.Unlock()
+	chosen.Store(measureTable())
+}
 
 // table is ChooseCopy's answer, by destination temperature and size.
 type table struct {
@@ -211,11 +224,16 @@ func prepare() *table {
 	if t := chosen.Load(); t != nil {
 		return t
 	}
-	hot := measureFrames(tableSizes, hotBytes, hotTrialBytes, false, 50*time.Millisecond)
-	cold := measureFrames(tableSizes, coldBytes, coldTrialBytes, true, 150*time.Millisecond)
-	t := build(hot, cold, nt.Default().Threshold)
+	t := measureTable()
 	chosen.Store(t)
 	return t
+}
+
+// measureTable measures ChooseCopy's table.
+func measureTable() *table {
+	hot := measureFrames(tableSizes, hotBytes, hotTrialBytes, false, 50*time.Millisecond)
+	cold := measureFrames(tableSizes, coldBytes, coldTrialBytes, true, 150*time.Millisecond)
+	return build(hot, cold, nt.Default().Threshold)
 }
 
 const (
@@ -412,7 +430,10 @@ func measureFrames(sizes []int, ringBytes, trialBytes int, cold bool, budget tim
 //     (NT or fused; NT + sum or copy + sum) must beat by switchGain;
 //   - into a cold destination from 256 B: the same, with NT stores (NT,
 //     or NT + a sum of the source) as the incumbent: they skip the
-//     read-for-ownership that an ordinary store to an uncached line pays;
+//     read-for-ownership that an ordinary store to an uncached line pays.
+//     Without offload, where NT beat the ordinary copy (the offload
+//     answer is NT: skipping the read-for-ownership pays at this size),
+//     another must beat NT + sum by ntSumKeep, not switchGain (see there);
 //   - below nt's cut-over (256 B), where nt.Copy copies with the builtin
 //     copy (NT is the ordinary copy plus a fence there, whatever the noise
 //     says), and wherever NT stores are not real: the same, without the
@@ -424,7 +445,11 @@ func (p *TablePoint) choose(times *[5][]float64, ntStores bool) {
 		p.Soft = fastest(times, MethodFused, MethodCopySum)
 	case p.Cold:
 		p.Offload = fastest(times, MethodNT, MethodCopy, MethodFused)
-		p.Soft = fastest(times, MethodNTSum, MethodFused, MethodCopySum)
+		keep := switchGain
+		if p.Offload == MethodNT {
+			keep = ntSumKeep
+		}
+		p.Soft = fastestKeep(times, keep, MethodNTSum, MethodFused, MethodCopySum)
 	default:
 		p.Offload = fastest(times, MethodCopy, MethodNT, MethodFused)
 		p.Soft = fastest(times, MethodFused, MethodNTSum, MethodCopySum)
@@ -442,8 +467,18 @@ func (p *TablePoint) choose(times *[5][]float64, ntStores bool) {
 // rounds can disagree on which method wins), and a median of 30 rounds
 // then falls on either side of a tie by chance.
 func fastest(times *[5][]float64, cand ...Method) Method {
+	return fastestKeep(times, switchGain, cand...)
+}
+
+// fastestKeep is fastest with keep in place of switchGain for a challenger
+// to the incumbent (cand[0]) itself.
+func fastestKeep(times *[5][]float64, keep float64, cand ...Method) Method {
 	best := cand[0]
 	for _, m := range cand[1:] {
+		gain := switchGain
+		if best == cand[0] {
+			gain = keep
+		}
 		a, b := times[best], times[m]
 		n := min(len(a), len(b))
 		if n == 0 {
@@ -454,14 +489,35 @@ func fastest(times *[5][]float64, cand ...Method) Method {
 			r[i] = a[i] / b[i] // > 1: m is faster
 		}
 		slices.Sort(r)
-		if r[medianLow(n)]*(1-switchGain) > 1 {
+		if r[medianLow(n)]*(1-gain) > 1 {
 			best = m
 		}
 	}
 	return best
 }
 
-const switchGain = 0.02
+const (
+	switchGain = 0.02
+	// ntSumKeep is how much faster than NT + sum (at the low end of the
+	// interval) another method must be to replace it into a cold
+	// destination where NT stores beat the ordinary copy at that size:
+	// more than switchGain, because there the two ways of being wrong cost
+	// differently, and the start-up measurement can be wrong by more than
+	// its interval says. NT + sum against the fused copy-and-sum is NT
+	// stores without a read-for-ownership plus a second pass over the
+	// cached source, against one pass with ordinary stores; which is
+	// quicker depends on the state of the memory system, which on a busy
+	// host changes within seconds. In the copy-policy grid of make bench,
+	// NT + sum, where it was the slower, has been behind by up to about a
+	// quarter, and the fused copy, where it was, by up to half; and the
+	// start-up measurement has chosen the fused copy, by switchGain,
+	// seconds before the grid, in the same process and layout, found NT +
+	// sum about 15% quicker (docs/transmit.md). So a challenger must be
+	// clearly quicker. Where NT alone does not beat the ordinary copy
+	// (small payloads), NT + sum is no better placed than the others and
+	// gets no such margin.
+	ntSumKeep = 0.10
+)
 
 // medianLow is the index, in n sorted values, of the lower end of a
 // two-sided 90% confidence interval of their median by the sign test: the

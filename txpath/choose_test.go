@@ -56,11 +56,20 @@ func TestChooseRules(t *testing.T) {
 		{"cold 1500 B tie", point(1500, true, true, 100, 101, 130, 131, 130.5), MethodNT, MethodNTSum},
 		{"cold 4096 B, fused 1% less time than NT+sum", point(4096, true, true, 170, 105, 225, 160, 158.4), MethodNT, MethodNTSum},
 		// Into a cold destination from 256 B as elsewhere, a clear win
-		// decides, with and without offload apart.
+		// decides, with and without offload apart; without offload, where
+		// NT beats the ordinary copy, a win over NT + sum is clear from
+		// ntSumKeep (10%).
 		{"cold 256 B, copy 10% faster", point(256, true, true, 50, 55, 60, 66, 70), MethodCopy, MethodCopySum},
+		{"cold 1500 B, NT 40% faster than copy, fused 8% faster than NT+sum", point(1500, true, true, 140, 100, 180, 140, 130), MethodNT, MethodNTSum},
+		{"cold 1500 B, NT 40% faster than copy, fused 20% faster than NT+sum", point(1500, true, true, 140, 100, 180, 140, 116), MethodNT, MethodFused},
+		{"cold 256 B, copy faster than NT, fused 8% faster than NT+sum", point(256, true, true, 50, 55, 70, 70, 65), MethodCopy, MethodFused},
 		{"cold 256 B, fused 18% less time than NT, 27% than NT+sum", point(256, true, true, 14, 16.5, 15.1, 18.4, 13.5), MethodFused, MethodFused},
 		{"cold 256 B, copy slower than NT, fused 30% less time than NT+sum", point(256, true, true, 20, 16, 22, 30, 21), MethodNT, MethodFused},
-		{"cold 4096 B, fused 5% less time than NT+sum, NT 35% less than fused", point(4096, true, true, 170, 105, 225, 160, 152), MethodNT, MethodFused},
+		{"cold 4096 B, fused 5% less time than NT+sum, NT 35% less than fused", point(4096, true, true, 170, 105, 225, 160, 152), MethodNT, MethodNTSum},
+		{"cold 4096 B, fused 15% less time than NT+sum", point(4096, true, true, 170, 105, 225, 160, 136), MethodNT, MethodFused},
+		// Once NT + sum is out, a challenger to the fused copy needs
+		// switchGain only.
+		{"cold 4096 B, fused 15% less time than NT+sum, copy+sum 5% less than fused", point(4096, true, true, 170, 105, 129, 160, 136), MethodNT, MethodCopySum},
 		{"cold 65536 B, NT+sum 7% less time than fused", point(65536, true, true, 2000, 1700, 2800, 2150, 2300), MethodNT, MethodNTSum},
 		// Clear wins decide elsewhere.
 		{"hot 256 B, NT 10% faster", point(256, false, true, 55, 50, 66, 60, 70), MethodNT, MethodNTSum},
@@ -102,7 +111,7 @@ func TestChooseColdByRounds(t *testing.T) {
 		ntSum, fused  []float64
 		offload, soft Method
 	}{
-		{"NT+sum quick in 3 rounds, fused ahead in the rest", rounds(165, 95, 4, 11, 20), rounds(155, 0), MethodNT, MethodFused},
+		{"NT+sum quick in 3 rounds, fused ahead in the rest", rounds(165, 95, 4, 11, 20), rounds(140, 0), MethodNT, MethodFused},
 		{"fused quick in 3 rounds, NT+sum ahead in the rest", rounds(150, 0), rounds(160, 100, 2, 9, 25), MethodNT, MethodNTSum},
 	} {
 		var times [5][]float64
@@ -335,6 +344,46 @@ func TestChooseCopy(t *testing.T) {
 	if a := testing.AllocsPerRun(100, func() { ChooseCopy(1500, true, false) }); a != 0 {
 		t.Errorf("ChooseCopy allocates %v", a)
 	}
+}
+
+// TestRemeasure: Remeasure replaces the table with a new measurement,
+// which ChooseTable and ChooseCopy then answer from; ChooseCopy answers
+// from the old table while the new one is measured, without waiting.
+func TestRemeasure(t *testing.T) {
+	Prepare()
+	old := chosen.Load()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Remeasure()
+	}()
+	asked := 0
+	for waiting := true; waiting; {
+		select {
+		case <-done:
+			waiting = false
+		default:
+			ChooseCopy(1500, true, false)
+			asked++
+		}
+	}
+	if asked < 100 {
+		t.Errorf("ChooseCopy answered %d times during the measurement: it waited for it", asked)
+	}
+	cur := chosen.Load()
+	if cur == old || cur == nil {
+		t.Fatalf("Remeasure kept the table (%p, was %p)", cur, old)
+	}
+	pts := ChooseTable()
+	if len(pts) != 2*len(tableSizes) || &pts[0] != &cur.points[0] {
+		t.Fatalf("ChooseTable after Remeasure: %d points, not the new table's", len(pts))
+	}
+	for _, p := range pts {
+		if off, soft := ChooseCopy(p.Size, p.Cold, true), ChooseCopy(p.Size, p.Cold, false); off != p.Offload || soft != p.Soft {
+			t.Errorf("ChooseCopy(%d, cold %v) = %s / %s, new table %s / %s", p.Size, p.Cold, off, soft, p.Offload, p.Soft)
+		}
+	}
+	t.Logf("ChooseCopy answered %d times during the measurement", asked)
 }
 
 // TestCopyModeNoNT: the Auto policy never copies with NT stores in copy
