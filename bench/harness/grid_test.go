@@ -123,3 +123,46 @@ func TestGridBandFromRun(t *testing.T) {
 		t.Errorf("group: bands %.3f, %.3f (want %.3f), pass %v", g[0].Band, g[1].Band, noisy.Noise, g[0].Pass)
 	}
 }
+
+// TestGridStarts: a cell passes when auto passes in most starts, takes its
+// figures from the start with the median ratio, and says when a start
+// failed; it fails when auto failed in most starts, whatever the other.
+func TestGridStarts(t *testing.T) {
+	start := func(auto string, ratio, band float64) GridCell {
+		c := GridCell{Auto: auto, Ratio: ratio, Band: band, Noise: band, Twin: auto}
+		c.Pass = c.Ratio >= 1-gridTolerance-c.Band
+		return c
+	}
+	cases := []struct {
+		name   string
+		per    []GridCell
+		pass   bool
+		median float64
+		want   string
+	}{
+		{"every start passes", []GridCell{start("copy", 0.99, 0.01), start("copy", 1.01, 0.01), start("copy", 0.98, 0.01)}, true, 0.99, "PASS"},
+		{"one start fails", []GridCell{start("copy", 0.99, 0.01), start("fused", 0.80, 0.01), start("copy", 1.00, 0.01)}, true, 0.99, "PASS within spread"},
+		{"two starts fail", []GridCell{start("fused", 0.80, 0.01), start("copy", 1.00, 0.01), start("fused", 0.85, 0.01)}, false, 0.85, "FAIL beyond noise"},
+		{"within noise", []GridCell{start("copy", 0.96, 0.02), start("copy", 0.955, 0.02), start("copy", 0.965, 0.02)}, true, 0.96, "PASS within noise"},
+		{"each start its own band", []GridCell{start("copy", 0.93, 0.05), start("copy", 0.93, 0.01), start("copy", 0.93, 0.01)}, false, 0.93, "FAIL beyond noise"},
+	}
+	for _, tc := range cases {
+		c := combineStarts(tc.per)
+		if c.Pass != tc.pass || c.Ratio != tc.median || cellVerdict(c, gridTolerance) != tc.want || len(c.Starts) != len(tc.per) {
+			t.Errorf("%s: pass %v ratio %.3f %q (%d starts), want %v %.3f %q", tc.name, c.Pass, c.Ratio, cellVerdict(c, gridTolerance),
+				len(c.Starts), tc.pass, tc.median, tc.want)
+		}
+		for i, s := range c.Starts {
+			if p := tc.per[i]; s.Auto != p.Auto || s.Ratio != p.Ratio || s.Pass != p.Pass {
+				t.Errorf("%s: start %d is %+v, measured %s %.3f %v", tc.name, i, s, p.Auto, p.Ratio, p.Pass)
+			}
+		}
+	}
+	c := combineStarts([]GridCell{start("fused", 0.80, 0.01), start("copy", 1.00, 0.01), start("fused", 0.85, 0.01)})
+	if got := choices(c); got != "fused, copy, fused" {
+		t.Errorf("choices %q", got)
+	}
+	if got := ratioSpan(c); got != "0.850 [0.800-1.000]" {
+		t.Errorf("ratioSpan %q", got)
+	}
+}

@@ -80,6 +80,12 @@ func report(r *Results) string {
 			widened = ", widened by the run's noise"
 		}
 		fmt.Fprintf(&b, "\n### Copy-policy grid: auto within %.0f%% of every fixed method%s: %s\n\n", g.Tolerance*100, widened, verdict)
+		if g.Starts > 1 {
+			fmt.Fprintf(&b, "The grid takes ChooseCopy's start-up measurement %d times (txpath.Remeasure), as %d processes would, "+
+				"and measures every cell after each, %d rounds per cell; a cell passes when auto passes in most starts "+
+				"(*within spread*: not in every start). Its figures are those of the start with the median auto/worst; "+
+				"auto/worst [min-max] spans the starts, and *choice* lists auto's choice in each. ", g.Starts, g.Starts, g.Rounds)
+		}
 		fmt.Fprintf(&b, "GB/s, median of %d rounds (best of the rounds in parentheses). ", g.Rounds)
 		b.WriteString("auto is txpath.ChooseCopy's choice. Its verdict uses one statistic for every method: for each fixed method, " +
 			"the median over the rounds of auto's GB/s over the method's in the same round; auto/worst is the smallest of these, " +
@@ -118,8 +124,8 @@ func report(r *Results) string {
 				extra = fig(c, "copy+sum(dst)")
 			}
 			if band {
-				fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s (%s) | %.3f | %.3f | %s |\n", c.Layout, c.Size, temp(c.Cold), offl(c.Offload),
-					fig(c, ntName), fig(c, cpName), fig(c, "fused"), extra, fig(c, "auto"), c.Auto, c.Ratio, c.Band, cellVerdict(c, g.Tolerance))
+				fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s (%s) | %s | %.3f | %s |\n", c.Layout, c.Size, temp(c.Cold), offl(c.Offload),
+					fig(c, ntName), fig(c, cpName), fig(c, "fused"), extra, fig(c, "auto"), choices(c), ratioSpan(c), c.Band, cellVerdict(c, g.Tolerance))
 				continue
 			}
 			v := "PASS"
@@ -141,6 +147,31 @@ func report(r *Results) string {
 	}
 	writeHistory(&b, r.History)
 	return b.String()
+}
+
+// choices is auto's choice in a cell, in each start (once where every start
+// chose the same).
+func choices(c GridCell) string {
+	var cs []string
+	for _, s := range c.Starts {
+		cs = append(cs, s.Auto)
+	}
+	if len(cs) == 0 || !slices.ContainsFunc(cs, func(a string) bool { return a != cs[0] }) {
+		return c.Auto
+	}
+	return strings.Join(cs, ", ")
+}
+
+// ratioSpan is a cell's auto/worst, with its range over the starts.
+func ratioSpan(c GridCell) string {
+	if len(c.Starts) < 2 {
+		return fmt.Sprintf("%.3f", c.Ratio)
+	}
+	lo, hi := c.Starts[0].Ratio, c.Starts[0].Ratio
+	for _, s := range c.Starts {
+		lo, hi = min(lo, s.Ratio), max(hi, s.Ratio)
+	}
+	return fmt.Sprintf("%.3f [%.3f-%.3f]", c.Ratio, lo, hi)
 }
 
 // hasBand: the grid was judged with a noise band (results written before
