@@ -100,7 +100,8 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 // bench` both use it. It allocates nothing and costs a table lookup.
 //
 // It decides from measurements taken once per process, on first use
-// (Prepare takes them ahead; a Sender with the Auto policy does so in New):
+// (Prepare takes them ahead; a Sender with the Auto policy does so in New;
+// Remeasure takes them again):
 // every method copies payloads of 64 B to 64 KiB into UMEM-like memory: 4
 // KiB frames with the payload 42 bytes (the UDP/IPv4 headers) into its
 // frame, 4 KiB pages as umem.New maps them, the source at 8 offsets spread
@@ -116,9 +117,10 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 // or the fused copy, except into a cold destination from 256 B to 64 KiB,
 // where it is NT stores (NT, or NT+sum), which skip the
 // read-for-ownership that an ordinary store to an uncached line pays (see
-// choose); without offload, where NT beats the ordinary copy, another must
-// beat NT + sum by 10%, not 2% (ntSumKeep). Below 256 B, where nt.Copy is the plain
-// copy, and in builds without NT stores (nt.Supported false), the answer
+// choose); without offload, where the answer with offload is NT (no other
+// copy beat NT stores by 2%), another must beat NT + sum by 10%, not 2%
+// (ntSumKeep). Below 256 B, where nt.Copy is the plain copy, and in builds
+// without NT stores (nt.Supported false), the answer
 // is never an NT method. A size between two measured ones takes the
 // answer of the nearer by ratio; below 256 B, of the nearer measured size
 // below 256 B.
@@ -154,15 +156,21 @@ func ChooseCopy(size int, coldDest, offload bool) Method {
 // not. It is idempotent.
 func Prepare() { prepare() }
 
-// Remeasure takes ChooseCopy's measurements again, as its first call (or
-// Prepare) did, and replaces the table it answers from: for a program that
-// runs long on a machine that may change under it (a virtual machine moved
-// to other hardware, a new CPU frequency policy). It takes as long as the
-// first measurement, on the calling goroutine. Senders already made get the
-// new answers from their next packet: they ask ChooseCopy per packet.
+// Remeasure takes ChooseCopy's measurements of payloads up to 64 KiB
+// again and replaces the table it answers from: for a program that runs
+// long on a machine that may change under it (a virtual machine moved to
+// other hardware, a new CPU frequency policy). It takes as long as those
+// measurements took the first time, on the calling goroutine; other work on
+// the same CPUs meanwhile disturbs them, as it would at start-up.
+// ChooseCopy keeps answering from the old table until the new one is
+// ready; Prepare and ChooseTable wait for it only if no table exists yet.
+// Zero-copy Auto Senders already made get the new answers from their next
+// packet (they ask ChooseCopy per packet), but their Decision, made in New,
+// stays as it was. Above 64 KiB the answer still follows nt.Default's
+// calibration, which a process makes once.
 func Remeasure() {
-	prepareOnce.Lock()
-	defer prepareOnce.Unlock()
+	measureMu.Lock()
+	defer measureMu.Unlock()
 	chosen.Store(measureTable())
 }
 
@@ -214,13 +222,17 @@ func (t *table) pick(size int, cold, offload bool) Method {
 }
 
 var (
-	chosen      atomic.Pointer[table]
-	prepareOnce sync.Mutex
+	chosen atomic.Pointer[table]
+	// measureMu serializes the measurements (prepare, Remeasure).
+	measureMu sync.Mutex
 )
 
 func prepare() *table {
-	prepareOnce.Lock()
-	defer prepareOnce.Unlock()
+	if t := chosen.Load(); t != nil {
+		return t // without waiting for a Remeasure under way
+	}
+	measureMu.Lock()
+	defer measureMu.Unlock()
 	if t := chosen.Load(); t != nil {
 		return t
 	}
@@ -247,7 +259,8 @@ const (
 	// with 256 KiB, NT + sum came out level with the fused copy-and-sum
 	// at 4 KiB on a CPU where the grid, and each method run alone over
 	// whole passes of the ring, find the fused copy ahead; with 1 MiB the
-	// table agrees with both.
+	// measured ratios agree with both (the choice between the two then
+	// also weighs ntSumKeep).
 	coldTrialBytes = 1 << 20
 )
 
@@ -431,9 +444,10 @@ func measureFrames(sizes []int, ringBytes, trialBytes int, cold bool, budget tim
 //   - into a cold destination from 256 B: the same, with NT stores (NT,
 //     or NT + a sum of the source) as the incumbent: they skip the
 //     read-for-ownership that an ordinary store to an uncached line pays.
-//     Without offload, where NT beat the ordinary copy (the offload
-//     answer is NT: skipping the read-for-ownership pays at this size),
-//     another must beat NT + sum by ntSumKeep, not switchGain (see there);
+//     Without offload, where the offload answer is NT (no other copy beat
+//     NT stores by switchGain: skipping the read-for-ownership pays at
+//     this size), another must beat NT + sum by ntSumKeep, not switchGain
+//     (see there);
 //   - below nt's cut-over (256 B), where nt.Copy copies with the builtin
 //     copy (NT is the ordinary copy plus a fence there, whatever the noise
 //     says), and wherever NT stores are not real: the same, without the
@@ -500,22 +514,22 @@ const (
 	switchGain = 0.02
 	// ntSumKeep is how much faster than NT + sum (at the low end of the
 	// interval) another method must be to replace it into a cold
-	// destination where NT stores beat the ordinary copy at that size:
-	// more than switchGain, because there the two ways of being wrong cost
+	// destination where NT stores are the answer with offload: more than
+	// switchGain, because there the two ways of being wrong cost
 	// differently, and the start-up measurement can be wrong by more than
 	// its interval says. NT + sum against the fused copy-and-sum is NT
 	// stores without a read-for-ownership plus a second pass over the
-	// cached source, against one pass with ordinary stores; which is
-	// quicker depends on the state of the memory system, which on a busy
-	// host changes within seconds. In the copy-policy grid of make bench,
-	// NT + sum, where it was the slower, has been behind by up to about a
-	// quarter, and the fused copy, where it was, by up to half; and the
-	// start-up measurement has chosen the fused copy, by switchGain,
-	// seconds before the grid, in the same process and layout, found NT +
-	// sum about 15% quicker (docs/transmit.md). So a challenger must be
-	// clearly quicker. Where NT alone does not beat the ordinary copy
-	// (small payloads), NT + sum is no better placed than the others and
-	// gets no such margin.
+	// cached source, against one pass with ordinary stores: a near tie
+	// whose order follows the state of the memory system, which on a busy
+	// host changes within seconds, so that a choice made at start-up can
+	// be wrong either way later. Taking the fused copy where NT + sum is
+	// the quicker costs more than the other mistake, because the fused
+	// copy pays the read-for-ownership of every line. The copy-policy grid
+	// of make bench shows both, per start (its report, and each cell's
+	// starts in results.json). So a challenger must be clearly quicker;
+	// where it is quicker by less, the grid's 3% gate can fail. Where NT
+	// stores are not the answer with offload (small payloads), NT + sum is
+	// no better placed than the others and gets no such margin.
 	ntSumKeep = 0.10
 )
 

@@ -271,9 +271,9 @@ func TestMeasureFrames(t *testing.T) {
 
 // useTable makes ChooseCopy answer from tb until the test ends.
 func useTable(t *testing.T, tb *table) {
-	prepareOnce.Lock()
+	measureMu.Lock()
 	old := chosen.Swap(tb)
-	prepareOnce.Unlock()
+	measureMu.Unlock()
 	t.Cleanup(func() { chosen.Store(old) })
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -263,7 +264,7 @@ func mapRegion(n int) ([]byte, error) {
 
 func runGrid(ctx context.Context, c *config) (*Grid, error) {
 	start := time.Now()
-	rounds := 201 // per start: as many in all as one start had before
+	rounds := 201 // per start
 	budget := 300 * time.Millisecond
 	if c.quick {
 		rounds, budget = 3, 0
@@ -350,35 +351,32 @@ func runGrid(ctx context.Context, c *config) (*Grid, error) {
 }
 
 // combineStarts makes one cell of its starts (the same cell, measured after
-// each start-up measurement): the figures of the start whose ratio is the
-// median, and a pass when auto passed in most starts.
+// each start-up measurement): a pass when auto passed in most starts, with
+// the figures of the start whose ratio is the median among the starts that
+// agree with that verdict (so that the row shown reads as its verdict: each
+// start is judged against its own band).
 func combineStarts(per []GridCell) GridCell {
-	idx := make([]int, len(per))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortStableFunc(idx, func(a, b int) int { return cmpFloat(per[a].Ratio, per[b].Ratio) })
-	c := per[idx[(len(idx)-1)/2]]
 	passed := 0
-	c.Starts = nil
 	for _, p := range per {
-		c.Starts = append(c.Starts, GridStart{Auto: p.Auto, Ratio: p.Ratio, Band: p.Band, Pass: p.Pass})
 		if p.Pass {
 			passed++
 		}
 	}
-	c.Pass = 2*passed > len(per)
-	return c
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+	pass := 2*passed > len(per)
+	var agree []GridCell
+	for _, p := range per {
+		if p.Pass == pass {
+			agree = append(agree, p)
+		}
 	}
-	return 0
+	slices.SortStableFunc(agree, func(a, b GridCell) int { return cmp.Compare(a.Ratio, b.Ratio) })
+	c := agree[(len(agree)-1)/2]
+	c.Pass = pass
+	c.Starts = nil
+	for _, p := range per {
+		c.Starts = append(c.Starts, GridStart{Auto: p.Auto, Ratio: p.Ratio, Band: p.Band, Pass: p.Pass})
+	}
+	return c
 }
 
 // startsText lists a cell's starts: auto's choice, auto/worst, band and
@@ -438,7 +436,7 @@ func gridLayout(ctx context.Context, g *Grid, lay layout, rounds, s int) ([]Grid
 		for _, cell := range group {
 			logf("grid: start %d: %-6s %5d B %-4s %-10s worst-for-auto %-13s %6.2f GB/s (median), auto=%-8s %6.2f GB/s (paired median x%.3f, best-of x%.3f; twin %s noise %.3f, band %.3f) %s",
 				s+1, lay.Name, size, temp(cell.Cold), offl(cell.Offload), cell.Best, cell.Methods[cell.Best].Median,
-				cell.Auto, cell.Methods["auto"].Median, cell.Ratio, cell.BestRatio, cell.Twin, cell.Noise, cell.Band, cellVerdict(cell, g.Tolerance))
+				cell.Auto, cell.Methods["auto"].Median, cell.Ratio, cell.BestRatio, cell.Twin, cell.Noise, cell.Band, startVerdict(cell, g.Tolerance))
 		}
 		all = append(all, group...)
 		group = group[:0]
@@ -460,6 +458,18 @@ func cellVerdict(c GridCell, tol float64) string {
 		return "PASS within noise"
 	}
 	return "PASS"
+}
+
+// startVerdict is a cell's verdict in one start, in words that the cell's
+// own verdict (cellVerdict, over the starts) does not use.
+func startVerdict(c GridCell, tol float64) string {
+	switch {
+	case !c.Pass:
+		return "behind in this start"
+	case c.Within(tol):
+		return "within noise in this start"
+	}
+	return "ok in this start"
 }
 
 // judgeGroup sets the noise band of every cell of one layout and size to

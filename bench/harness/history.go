@@ -64,6 +64,10 @@ type HistoryGrid struct {
 	Passed int      `json:"cells_passed"`
 	Cells  int      `json:"cells"`
 	Failed []string `json:"failed,omitempty"`
+	// Starts is the grid's start-up measurements (absent: one); Spread
+	// the cells that passed, but not in every start.
+	Starts int      `json:"starts,omitempty"`
+	Spread []string `json:"within_spread,omitempty"`
 }
 
 func (h *HistoryEntry) machine() string {
@@ -105,12 +109,15 @@ func historyOf(r *Results) HistoryEntry {
 	}
 	h.Deliver = r.Deliver
 	if g := r.Grid; g != nil {
-		hg := &HistoryGrid{Cells: len(g.Cells), NT: ntThreshold(g.Calib.Threshold)}
+		hg := &HistoryGrid{Cells: len(g.Cells), NT: ntThreshold(g.Calib.Threshold), Starts: g.Starts}
 		for _, c := range g.Cells {
 			if c.Pass {
 				hg.Passed++
 			} else {
 				hg.Failed = append(hg.Failed, cellName(c))
+			}
+			if c.Spread() {
+				hg.Spread = append(hg.Spread, cellName(c))
 			}
 		}
 		h.Grid = hg
@@ -225,7 +232,11 @@ func writeHistory(b *strings.Builder, hs []HistoryEntry) {
 	var grid []string
 	for _, h := range same {
 		if h.Grid != nil {
-			grid = append(grid, fmt.Sprintf("%d/%d", h.Grid.Passed, h.Grid.Cells))
+			s := fmt.Sprintf("%d/%d", h.Grid.Passed, h.Grid.Cells)
+			if h.Grid.Starts > 1 {
+				s += fmt.Sprintf(" (%d starts)", h.Grid.Starts)
+			}
+			grid = append(grid, s)
 		}
 	}
 	if len(grid) > 0 {

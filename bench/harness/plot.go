@@ -79,6 +79,10 @@ func plotGrid(g *Grid, path string) error {
 		p.Title.Text = fmt.Sprintf("copy into a %s UMEM destination", temp(cold))
 		p.X.Label.Text = "payload bytes (log2)"
 		p.Y.Label.Text = "GB/s (median of rounds, layout " + gridLayouts[0].Name + ")"
+		if g.Starts > 1 {
+			// Each cell's figures are those of one of its starts (combineStarts).
+			p.Y.Label.Text = "GB/s (median of rounds, layout " + gridLayouts[0].Name + ", a cell's median start)"
+		}
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.TickerFunc(func(min, max float64) []plot.Tick {
 			var ts []plot.Tick

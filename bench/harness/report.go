@@ -83,8 +83,10 @@ func report(r *Results) string {
 		if g.Starts > 1 {
 			fmt.Fprintf(&b, "The grid takes ChooseCopy's start-up measurement %d times (txpath.Remeasure), as %d processes would, "+
 				"and measures every cell after each, %d rounds per cell; a cell passes when auto passes in most starts "+
-				"(*within spread*: not in every start). Its figures are those of the start with the median auto/worst; "+
-				"auto/worst [min-max] spans the starts, and *choice* lists auto's choice in each. ", g.Starts, g.Starts, g.Rounds)
+				"(*within spread*: not in every start), each start judged against its own band. A cell's figures and band are those "+
+				"of the start with the median auto/worst among the starts that agree with its verdict; auto/worst [min-max] spans "+
+				"the starts, and *choice* lists auto's choice in each where they differ (results.json has each start's verdict). ",
+				g.Starts, g.Starts, g.Rounds)
 		}
 		fmt.Fprintf(&b, "GB/s, median of %d rounds (best of the rounds in parentheses). ", g.Rounds)
 		b.WriteString("auto is txpath.ChooseCopy's choice. Its verdict uses one statistic for every method: for each fixed method, " +
