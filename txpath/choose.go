@@ -109,7 +109,7 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 // batches are; hot: a 256 KiB region reused (it stays in the L2), 256 KiB
 // of payload per timed trial; cold: cycling through 64 MiB (twice the L3
 // of the development machine), 1 MiB of payload per trial (see
-// coldTrialBytes). The table keeps, per size and temperature, the fastest
+// coldTrialBytes), one size at a time (see measureFrames). The table keeps, per size and temperature, the fastest
 // method with offload (copy, NT, or fused, whose sum is then unused) and
 // without (fused, NT+sum or copy+sum), by paired time ratios over the
 // rounds: the incumbent unless another is ahead by 2% at the low end of a
@@ -347,10 +347,16 @@ const (
 // every 8-byte alignment within a cache line.
 func srcOffset(i int) int { return i % srcOffsets * (srcSpan/srcOffsets + 8) }
 
+// trialHook, when set (by tests), sees each trial of measureFrames: its
+// size and method.
+var trialHook func(size int, m Method)
+
 // measureFrames times every method at each size into a region of
 // ringBytes laid out as UMEM frames (at least four payloads of the largest
 // size), about trialBytes of payload per timed trial, for about budget (at
-// least 5 rounds), and returns the best time of each with the choices
+// least 5 rounds per size; into a hot destination the sizes take turns in
+// each round, into a cold one each size has its share of budget alone),
+// and returns the best time of each with the choices
 // that the rounds' times give (choose).
 func measureFrames(sizes []int, ringBytes, trialBytes int, cold bool, budget time.Duration) []TablePoint {
 	maxStride := (payloadOff + sizes[len(sizes)-1] + frameStride - 1) / frameStride * frameStride
@@ -374,6 +380,9 @@ func measureFrames(sizes []int, ringBytes, trialBytes int, cold bool, budget tim
 	pos := 0
 	var sum uint32
 	trial := func(s int, m Method) float64 {
+		if trialHook != nil {
+			trialHook(s, m)
+		}
 		stride := (payloadOff + s + frameStride - 1) / frameStride * frameStride
 		k := (max(8, trialBytes/s) + srcOffsets - 1) / srcOffsets * srcOffsets
 		if !cold {
@@ -404,21 +413,44 @@ func measureFrames(sizes []int, ringBytes, trialBytes int, cold bool, budget tim
 	}
 	// times[i][m] are the per-round times of method m at size i.
 	times := make([][5][]float64, len(pts))
-	t0 := time.Now()
 	// Each round runs the methods in its own random order (fixed seed), so
 	// that every method follows every other equally often: a trial leaves
 	// write-combining buffers and memory queues as the next one finds them.
 	rng := rand.New(rand.NewPCG(uint64(len(pts)), 1))
 	order := slices.Clone(Methods)
-	for round := 0; round < 5 || (round < 100 && time.Since(t0) < budget); round++ {
+	round := func(i int) {
+		rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+		for _, m := range order {
+			ns := trial(pts[i].Size, m)
+			times[i][m] = append(times[i][m], ns)
+			if old := pts[i].Ns[m]; old < 0 || ns < old {
+				pts[i].Ns[m] = ns
+			}
+		}
+	}
+	if cold {
+		// Into a cold destination, one size at a time, after an untimed
+		// trial of each method: a trial finds the memory system as the
+		// trials before it left it (lines still to write back, queues),
+		// and the sizes' rounds interleaved gave NT stores at 64 KiB a
+		// lead over the ordinary copy that the same methods run at one
+		// size (as a Sender runs them, and as the copy-policy grid does)
+		// did not show.
+		per := budget / time.Duration(len(pts))
 		for i := range pts {
-			rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
-			for _, m := range order {
-				ns := trial(pts[i].Size, m)
-				times[i][m] = append(times[i][m], ns)
-				if old := pts[i].Ns[m]; old < 0 || ns < old {
-					pts[i].Ns[m] = ns
-				}
+			for _, m := range Methods {
+				trial(pts[i].Size, m)
+			}
+			t0 := time.Now()
+			for r := 0; r < 5 || (r < 100 && time.Since(t0) < per); r++ {
+				round(i)
+			}
+		}
+	} else {
+		t0 := time.Now()
+		for r := 0; r < 5 || (r < 100 && time.Since(t0) < budget); r++ {
+			for i := range pts {
+				round(i)
 			}
 		}
 	}

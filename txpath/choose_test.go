@@ -269,6 +269,51 @@ func TestMeasureFrames(t *testing.T) {
 	}
 }
 
+// TestMeasureFramesOrder: into a cold destination measureFrames measures one
+// size at a time, every method warmed up first; into a hot one the sizes
+// take turns in every round.
+func TestMeasureFramesOrder(t *testing.T) {
+	var sizes []int
+	trialHook = func(size int, m Method) { sizes = append(sizes, size) }
+	defer func() { trialHook = nil }()
+	measureFrames([]int{64, 1500, 4096}, 4<<20, coldTrialBytes, true, time.Millisecond)
+	// Cold: 64 B trials, then 1500 B, then 4096 B, each block at least a
+	// warm-up and 5 rounds of every method.
+	for i := 1; i < len(sizes); i++ {
+		if sizes[i] < sizes[i-1] {
+			t.Fatalf("cold: trial %d at %d B after %d B: sizes interleaved", i, sizes[i], sizes[i-1])
+		}
+	}
+	for _, s := range []int{64, 1500, 4096} {
+		if n := countOf(sizes, s); n < 6*len(Methods) {
+			t.Errorf("cold: %d trials at %d B, want at least %d", n, s, 6*len(Methods))
+		}
+	}
+	sizes = nil
+	measureFrames([]int{64, 1500}, 1<<20, hotTrialBytes, false, time.Millisecond)
+	// Hot: each round takes every size in turn (the untimed passes over the
+	// region are not trials).
+	turns := 0
+	for i := 1; i < len(sizes); i++ {
+		if sizes[i] < sizes[i-1] {
+			turns++
+		}
+	}
+	if turns < 4 {
+		t.Errorf("hot: sizes took turns %d times, want one per round (at least 4)", turns)
+	}
+}
+
+func countOf(v []int, x int) int {
+	n := 0
+	for _, y := range v {
+		if y == x {
+			n++
+		}
+	}
+	return n
+}
+
 // useTable makes ChooseCopy answer from tb until the test ends.
 func useTable(t *testing.T, tb *table) {
 	measureMu.Lock()
