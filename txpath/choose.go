@@ -109,8 +109,8 @@ func (m Method) Apply(dst, src []byte, sum uint32) uint32 {
 // batches are; hot: a 256 KiB region reused (it stays in the L2), 256 KiB
 // of payload per timed trial; cold: cycling through 64 MiB (twice the L3
 // of the development machine), 1 MiB of payload per trial (see
-// coldTrialBytes), one size at a time (see measureFrames). The table keeps, per size and temperature, the fastest
-// method with offload (copy, NT, or fused, whose sum is then unused) and
+// coldTrialBytes), one size at a time (see measureFrames). The table
+// keeps, per size and temperature, the fastest method with offload (copy, NT, or fused, whose sum is then unused) and
 // without (fused, NT+sum or copy+sum), by paired time ratios over the
 // rounds: the incumbent unless another is ahead by 2% at the low end of a
 // 90% confidence interval of the median ratio. The incumbent is the plain
@@ -353,11 +353,13 @@ var trialHook func(size int, m Method)
 
 // measureFrames times every method at each size into a region of
 // ringBytes laid out as UMEM frames (at least four payloads of the largest
-// size), about trialBytes of payload per timed trial, for about budget (at
-// least 5 rounds per size; into a hot destination the sizes take turns in
-// each round, into a cold one each size has its share of budget alone),
-// and returns the best time of each with the choices
-// that the rounds' times give (choose).
+// size), about trialBytes of payload per timed trial, in as many rounds
+// for every size as fit in about budget (at least 5, at most 100), and
+// returns the best time of each with the choices that the rounds' times
+// give (choose). Into a hot destination every round takes the sizes in
+// turn; into a cold one each size runs all its rounds together, after an
+// untimed trial of every method, and an untimed round of every size first
+// tells how many rounds fit.
 func measureFrames(sizes []int, ringBytes, trialBytes int, cold bool, budget time.Duration) []TablePoint {
 	maxStride := (payloadOff + sizes[len(sizes)-1] + frameStride - 1) / frameStride * frameStride
 	ring, free := mapRing(max(ringBytes, 4*maxStride))
@@ -429,20 +431,30 @@ func measureFrames(sizes []int, ringBytes, trialBytes int, cold bool, budget tim
 		}
 	}
 	if cold {
-		// Into a cold destination, one size at a time, after an untimed
-		// trial of each method: a trial finds the memory system as the
-		// trials before it left it (lines still to write back, queues),
-		// and the sizes' rounds interleaved gave NT stores at 64 KiB a
-		// lead over the ordinary copy that the same methods run at one
-		// size (as a Sender runs them, and as the copy-policy grid does)
-		// did not show.
-		per := budget / time.Duration(len(pts))
+		// Into a cold destination a trial finds the memory system as the
+		// trials before it left it (lines still to be written back, full
+		// queues), and a trial of another size leaves another state than
+		// one of the same size. So each size runs its rounds together,
+		// after an untimed trial of every method, as a Sender with a
+		// steady payload size copies and as the copy-policy grid of make
+		// bench measures. One untimed round of every size first tells how
+		// many rounds fit in budget: as many for every size.
+		var one time.Duration
+		for i := range pts {
+			for _, m := range Methods {
+				t0 := time.Now()
+				trial(pts[i].Size, m)
+				one += time.Since(t0)
+			}
+		}
+		rounds := min(max(int(budget/max(one, 1)), 5), 100)
 		for i := range pts {
 			for _, m := range Methods {
 				trial(pts[i].Size, m)
 			}
-			t0 := time.Now()
-			for r := 0; r < 5 || (r < 100 && time.Since(t0) < per); r++ {
+			// Each size its own shuffles, whatever the others ran.
+			rng = rand.New(rand.NewPCG(uint64(pts[i].Size), 1))
+			for range rounds {
 				round(i)
 			}
 		}
