@@ -353,13 +353,12 @@ var trialHook func(size int, m Method)
 
 // measureFrames times every method at each size into a region of
 // ringBytes laid out as UMEM frames (at least four payloads of the largest
-// size), about trialBytes of payload per timed trial, in as many rounds
-// for every size as fit in about budget (at least 5, at most 100), and
-// returns the best time of each with the choices that the rounds' times
-// give (choose). Into a hot destination every round takes the sizes in
-// turn; into a cold one each size runs all its rounds together, after an
-// untimed trial of every method, and an untimed round of every size first
-// tells how many rounds fit.
+// size), about trialBytes of payload per timed trial, for about budget
+// (at least 5 rounds per size, at most 100), and returns the best time of
+// each with the choices that the rounds' times give (choose). Into a hot
+// destination every round takes the sizes in turn; into a cold one each
+// size runs its rounds together, for an equal share of budget, after an
+// untimed trial of every method.
 func measureFrames(sizes []int, ringBytes, trialBytes int, cold bool, budget time.Duration) []TablePoint {
 	maxStride := (payloadOff + sizes[len(sizes)-1] + frameStride - 1) / frameStride * frameStride
 	ring, free := mapRing(max(ringBytes, 4*maxStride))
@@ -437,24 +436,18 @@ func measureFrames(sizes []int, ringBytes, trialBytes int, cold bool, budget tim
 		// one of the same size. So each size runs its rounds together,
 		// after an untimed trial of every method, as a Sender with a
 		// steady payload size copies and as the copy-policy grid of make
-		// bench measures. One untimed round of every size first tells how
-		// many rounds fit in budget: as many for every size.
-		var one time.Duration
-		for i := range pts {
-			for _, m := range Methods {
-				t0 := time.Now()
-				trial(pts[i].Size, m)
-				one += time.Since(t0)
-			}
-		}
-		rounds := min(max(int(budget/max(one, 1)), 5), 100)
+		// bench measures. Each size has an equal share of budget, so the
+		// sizes whose trials take less time get more rounds: the largest,
+		// where NT stores and the ordinary copy are closest, the most.
+		per := budget / time.Duration(len(pts))
 		for i := range pts {
 			for _, m := range Methods {
 				trial(pts[i].Size, m)
 			}
 			// Each size its own shuffles, whatever the others ran.
 			rng = rand.New(rand.NewPCG(uint64(pts[i].Size), 1))
-			for range rounds {
+			t0 := time.Now()
+			for r := 0; r < 5 || (r < 100 && time.Since(t0) < per); r++ {
 				round(i)
 			}
 		}
