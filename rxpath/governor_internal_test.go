@@ -71,8 +71,10 @@ func TestSleepCPUClockCost(t *testing.T) {
 	if g.napCost != cost {
 		t.Errorf("a nap that cost %v, timed by reads that add %v: NapCost %v", cost, read, g.napCost)
 	}
+	// Two reads back to back can return the same time where the clock is
+	// coarser than a system call (as in an emulated guest): no cost, 0.
 	if rawProcessCPU() != 0 {
-		if c := cpuClockCost(); c <= 0 || c >= time.Millisecond {
+		if c := cpuClockCost(); c < 0 || c >= time.Millisecond {
 			t.Errorf("cpuClockCost %v", c)
 		}
 	}

@@ -587,7 +587,8 @@ var processCPU = func() time.Duration {
 // read is a system call, and about one
 // read's worth falls between the two readings of any span. Measured once
 // per process, on first use (a Poller's first Run: cpuClockPairs pairs of
-// system calls), and cached; 0 where the clock cannot be read.
+// system calls), and cached; 0 where the clock cannot be read, or where
+// two reads back to back can return the same time (a coarse clock).
 func cpuClockCost() time.Duration {
 	clockCost.once.Do(func() {
 		least := time.Duration(-1)
